@@ -1,0 +1,60 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import DEMO, ROOT
+
+
+def _run(*args, check=True):
+    r = subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    if check:
+        assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
+def test_depth_synth_writes_outputs(tmp_path):
+    _run("depth", "data.pages=15", f"out={tmp_path}")
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["pages"] == 15
+    assert 0 < s["median_fork_depth"] < s["median_sequential_depth"]
+    assert s["median_reduction"] > 0.2
+    assert (tmp_path / "depth_hist.png").stat().st_size > 1000
+    assert (tmp_path / "config.yaml").is_file()
+    assert len(list((tmp_path / "pages").glob("*.json"))) == 15
+
+
+def test_depth_omnidocbench(tmp_path):
+    if not DEMO.is_dir():
+        pytest.skip("../shared/omnidocbench_demo is absent")
+    _run("depth", "data=omnidocbench", f"data.root={DEMO}", f"out={tmp_path}")
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["pages"] == 12 and 0.3 < s["median_reduction"] < 0.9
+
+
+def test_multirun_writes_one_folder_per_job(tmp_path):
+    _run("depth", "-m", "data.pages=3,4", f"out={tmp_path}")
+    pages = sorted(json.loads(p.read_text())["pages"] for p in tmp_path.glob("*/summary.json"))
+    assert pages == [3, 4]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["depth", "data=nope"], "choose from: images, omnidocbench, synth"),
+    (["depth", "bogus=1"], "unknown key 'bogus'"),
+    (["depth", "data.page.bogus=1"], "keys there: width"),
+    (["depth", "data=omnidocbench", "data.root=/no/such/dir"], "is not a folder"),
+    (["depth", "data=images"], "data.root must be set"),
+    (["frobnicate"], "commands: depth"),
+])
+def test_user_mistakes_are_one_line(args, says):
+    r = _run(*args, check=False)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and says in lines[0], r.stderr
+
+
+def test_list_names_groups_and_options():
+    r = _run("list")
+    assert "depth" in r.stdout and "omnidocbench" in r.stdout and "wandb" in r.stdout

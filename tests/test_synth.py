@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from treedec.data.synth import SynthConfig, generate_page
+from treedec.page import CATEGORIES
+
+
+def test_same_seed_same_page_and_pixels():
+    cfg = SynthConfig(columns="two", width=512, height=640, noise=0.05)
+    a, b = generate_page(7, cfg), generate_page(7, cfg)
+    assert a.page == b.page
+    assert np.array_equal(np.asarray(a.image), np.asarray(b.image))
+    assert generate_page(8, cfg).page != a.page
+
+
+def test_ground_truth_without_rendering_is_identical():
+    cfg = SynthConfig()
+    for seed in range(20):
+        assert generate_page(seed, cfg, render=False).page == generate_page(seed, cfg).page
+
+
+def test_pages_have_structure():
+    cfg = SynthConfig(width=512, height=640)
+    seen = set()
+    for seed in range(80):
+        s = generate_page(seed, cfg)
+        assert s.image.size == (512, 640)
+        assert s.page.blocks, f"seed {seed}: empty page"
+        for b in s.page.blocks:
+            x1, y1, x2, y2 = b.bbox
+            assert 0 <= x1 < x2 <= 512 and 0 <= y1 < y2 <= 640, (seed, b)
+            assert b.category in CATEGORIES
+            if b.category != "figure":
+                assert b.content
+            seen.add(b.category)
+        assert [b.order for b in s.page.blocks] == list(range(1, len(s.page.blocks) + 1))
+    assert {"title", "text_block", "table", "table_caption", "equation_isolated", "figure", "figure_caption",
+            "header", "footer", "page_number"} <= seen
+    tables = [b.content for seed in range(80) for b in generate_page(seed, cfg, render=False).page.blocks
+              if b.category == "table"]
+    assert any("colspan" in t for t in tables) and any("rowspan" in t for t in tables)
+
+
+def test_text_is_drawn_where_the_box_says():
+    s = generate_page(3, SynthConfig(furniture_prob=0.0, kinds={"text_block": 1.0}))
+    ink = np.asarray(s.image.convert("L")) < 128
+    for b in s.page.blocks:
+        x1, y1, x2, y2 = (int(v) for v in b.bbox)
+        inside = ink[y1:y2, x1:x2].sum()
+        assert inside > 0
+    covered = np.zeros_like(ink)
+    for b in s.page.blocks:
+        x1, y1, x2, y2 = (int(v) for v in b.bbox)
+        covered[y1:y2, x1:x2] = True
+    assert ink[~covered].sum() == 0  # no ink outside the annotated regions
+
+
+@pytest.mark.parametrize("bad", [dict(width=40), dict(columns="three"), dict(text_mode="klingon"),
+                                 dict(kinds={"poem": 1.0})])
+def test_bad_config_is_refused(bad):
+    with pytest.raises(ValueError):
+        SynthConfig(**bad)

@@ -1,0 +1,78 @@
+"""`python -m treedec depth`: oracle depth of every page of a data set."""
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+from treedec.data import open_dataset
+from treedec.depth import page_depth
+from treedec.outputs import RunOutput
+from treedec.tokenizer import Tokenizer
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(med), float(q3)
+
+
+def plot_depths(rows: list[dict], path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seq = [r["sequential_depth"] for r in rows]
+    fork = [r["fork_depth"] for r in rows]
+    red = [100 * r["reduction"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    bins = np.linspace(0, max(seq) * 1.02 + 1, 30)
+    a.hist(seq, bins=bins, alpha=0.6, label=f"sequential (median {np.median(seq):.0f})")
+    a.hist(fork, bins=bins, alpha=0.6, label=f"fork (median {np.median(fork):.0f})")
+    a.set_xlabel("decoding depth (forward steps)")
+    a.set_ylabel("pages")
+    a.legend()
+    b.hist(red, bins=20, color="tab:green")
+    b.axvline(np.median(red), color="k", ls="--", label=f"median {np.median(red):.1f}%")
+    b.set_xlabel("depth reduction 1 - fork/sequential (%)")
+    b.legend()
+    fig.suptitle(f"Oracle decoding depth over {len(rows)} pages")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(cfg, out: RunOutput) -> dict:
+    tok = Tokenizer()
+    data = open_dataset(cfg.data, render=False)
+    rows = []
+    for sample in tqdm(data, total=len(data), desc="depth", unit="page"):
+        if sample.page is None:
+            out.page(sample.name, {"flags": ["no ground truth"]})
+            continue
+        r = page_depth(sample.page, tok)
+        rows.append(r)
+        out.page(sample.name, r)
+    if not rows:
+        from treedec.errors import UserError
+
+        raise UserError(f"data set {cfg.data.name} has no annotated pages; depth needs ground truth")
+    seq_q, fork_q, red_q = (_quartiles([r[k] for r in rows]) for k in ("sequential_depth", "fork_depth", "reduction"))
+    summary = {
+        "pages": len(rows), "data": cfg.data.name,
+        "median_sequential_depth": seq_q[1], "median_fork_depth": fork_q[1], "median_reduction": red_q[1],
+        "iqr_sequential_depth": [seq_q[0], seq_q[2]], "iqr_fork_depth": [fork_q[0], fork_q[2]],
+        "iqr_reduction": [red_q[0], red_q[2]],
+        "aggregate_reduction": 1 - sum(r["fork_depth"] for r in rows) / sum(r["sequential_depth"] for r in rows),
+        "tokenizer": "treedec char-level",
+    }
+    plot_depths(rows, out.dir / "depth_hist.png")
+    t = Table(title=f"Oracle depth, {cfg.data.name}, {len(rows)} pages (tokens = forward steps)")
+    for c in ("", "median", "IQR"):
+        t.add_column(c)
+    t.add_row("sequential depth", f"{seq_q[1]:.0f}", f"{seq_q[0]:.0f}-{seq_q[2]:.0f}")
+    t.add_row("fork depth", f"{fork_q[1]:.0f}", f"{fork_q[0]:.0f}-{fork_q[2]:.0f}")
+    t.add_row("reduction", f"{100 * red_q[1]:.1f}%", f"{100 * red_q[0]:.1f}-{100 * red_q[2]:.1f}%")
+    Console().print(t)
+    return summary

@@ -1,0 +1,124 @@
+"""Data sets by name: `synth` (generated), `omnidocbench` (annotated JSON + images),
+`images` (a folder of page images, no ground truth)."""
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterator
+
+from treedec.data.synth import Sample, SynthConfig, generate_page
+from treedec.errors import UserError
+
+IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+
+
+class SynthDataset:
+    """`pages` generated pages from seed `seed` on (held-out seeds by default)."""
+
+    def __init__(self, pages: int = 100, seed: int = 1_000_000, page: dict[str, Any] | None = None, render: bool = True):
+        page = dict(page or {})
+        known = {f.name for f in fields(SynthConfig)}
+        bad = set(page) - known
+        if bad:
+            raise UserError(f"unknown data.page keys {sorted(bad)}; known: {', '.join(sorted(known))}")
+        try:
+            self.config = SynthConfig(**page)
+        except (TypeError, ValueError) as e:
+            raise UserError(f"bad synthetic page config: {e}") from None
+        if pages < 1:
+            raise UserError(f"data.pages must be >= 1, got {pages}")
+        self.pages, self.seed, self.render = pages, seed, render
+
+    def __len__(self) -> int:
+        return self.pages
+
+    def __iter__(self) -> Iterator[Sample]:
+        for i in range(self.pages):
+            yield generate_page(self.seed + i, self.config, render=self.render)
+
+
+class OmniDocBenchDataset:
+    """Pages of an OmniDocBench JSON under `root` with their images in `root/images`."""
+
+    def __init__(self, root: str, json: str | None = None, limit: int | None = None, render: bool = True):
+        from treedec.io import load_omnidocbench
+
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise UserError(f"data.root {root!r} is not a folder")
+        if json is None:
+            found = sorted(self.root.glob("*.json"))
+            found = [p for p in found if "metric" not in p.name]
+            if len(found) != 1:
+                raise UserError(f"expected one OmniDocBench JSON in {root}, found {[p.name for p in found] or 'none'}; "
+                                "set data.json")
+            path = found[0]
+        else:
+            path = self.root / json
+        try:
+            self.pages = load_omnidocbench(path)
+        except (FileNotFoundError, ValueError, KeyError) as e:
+            raise UserError(f"cannot read {path}: {e}") from None
+        if limit is not None:
+            self.pages = self.pages[:limit]
+        self.render = render
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    def __iter__(self) -> Iterator[Sample]:
+        from PIL import Image
+
+        for page in self.pages:
+            image = None
+            if self.render:
+                path = self.root / "images" / page.image_path
+                try:
+                    image = Image.open(path).convert("RGB")
+                except (OSError, ValueError):
+                    image = None  # the consumer flags the page
+            yield Sample(page.name, page, image)
+
+
+class ImageFolderDataset:
+    """Page images in a folder, parsed without ground truth."""
+
+    def __init__(self, root: str, limit: int | None = None, render: bool = True):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise UserError(f"data.root {root!r} is not a folder")
+        self.paths = sorted(p for p in self.root.iterdir() if p.suffix.lower() in IMAGE_EXTS)
+        if not self.paths:
+            raise UserError(f"no images ({', '.join(IMAGE_EXTS)}) in {root}")
+        self.paths = self.paths[:limit] if limit is not None else self.paths
+        self.render = render
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __iter__(self) -> Iterator[Sample]:
+        from PIL import Image
+
+        for p in self.paths:
+            try:
+                image = Image.open(p).convert("RGB") if self.render else None
+            except (OSError, ValueError):
+                image = None
+            yield Sample(p.stem, None, image)
+
+
+DATASETS = {"synth": SynthDataset, "omnidocbench": OmniDocBenchDataset, "images": ImageFolderDataset}
+
+
+def open_dataset(cfg: dict[str, Any], render: bool = True):
+    """Build the data set a `data` config names (`name` plus its keyword arguments)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    cfg = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    name = cfg.pop("name", None)
+    if name not in DATASETS:
+        raise UserError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+    try:
+        return DATASETS[name](**cfg, render=render)
+    except TypeError as e:
+        raise UserError(f"bad data config for {name}: {e}") from None

@@ -1,0 +1,264 @@
+"""Seeded synthetic pages with exact ground truth.
+
+Layout works on a grid of glyph cells (`cell` pixels each): text is drawn one
+character per cell, so a small ViT whose patches align with the grid sees one glyph
+per patch. Regions flow top to bottom through one or two columns: titles,
+paragraphs, tables (some with merged cells), display formulas (matplotlib mathtext),
+figures with captions, plus header, footer and page number.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from treedec.data.synth import content as C
+from treedec.data.synth.render import draw_figure, draw_text_line, formula_image
+from treedec.page import Block, Page
+
+
+@dataclass
+class SynthConfig:
+    width: int = 384  # page size in pixels
+    height: int = 512
+    cell: tuple[int, int] = (8, 16)  # glyph cell (w, h) in pixels
+    margin: int = 2  # in cells
+    regions: tuple[int, int] = (3, 8)  # body regions per page (min, max), space permitting
+    columns: str = "mixed"  # one | two | mixed
+    text_mode: str = "mixed"  # words | random | mixed
+    para_words: tuple[int, int] = (3, 24)
+    kinds: dict[str, float] = field(default_factory=lambda: {
+        "text_block": 0.55, "title": 0.15, "table": 0.12, "equation_isolated": 0.1, "figure": 0.08})
+    table_rows: tuple[int, int] = (2, 4)
+    table_cols: tuple[int, int] = (2, 4)
+    merge_prob: float = 0.3
+    furniture_prob: float = 0.5  # chance of each of header, footer, page number
+    noise: float = 0.0  # std of additive pixel noise, in [0, 1]
+
+    def __post_init__(self):
+        self.cell = tuple(self.cell)
+        self.regions = tuple(self.regions)
+        if self.columns not in ("one", "two", "mixed"):
+            raise ValueError(f"columns must be one, two or mixed, got {self.columns!r}")
+        if self.text_mode not in ("words", "random", "mixed"):
+            raise ValueError(f"text_mode must be words, random or mixed, got {self.text_mode!r}")
+        cols = self.width // self.cell[0] - 2 * self.margin
+        rows = self.height // self.cell[1] - 2 * self.margin
+        if cols < 12 or rows < 6:
+            raise ValueError(f"page {self.width}x{self.height} holds only {cols}x{rows} glyph cells inside the margins; "
+                             "make it larger or the cell smaller")
+        unknown = set(self.kinds) - {"text_block", "title", "table", "equation_isolated", "figure"}
+        if unknown:
+            raise ValueError(f"unknown region kinds {sorted(unknown)}")
+
+
+@dataclass
+class Sample:
+    """One page: its ground truth and (unless rendering was skipped) its image."""
+    name: str
+    page: Page | None
+    image: Image.Image | None
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines, cur = [], ""
+    for w in text.split(" "):
+        while len(w) > width:  # a word longer than the line is cut
+            if cur:
+                lines.append(cur)
+                cur = ""
+            lines.append(w[:width])
+            w = w[width:]
+        if not cur:
+            cur = w
+        elif len(cur) + 1 + len(w) <= width:
+            cur += " " + w
+        else:
+            lines.append(cur)
+            cur = w
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+class _Canvas:
+    def __init__(self, cfg: SynthConfig, render: bool):
+        self.cfg = cfg
+        self.cw, self.ch = cfg.cell
+        self.img = Image.new("L", (cfg.width, cfg.height), 255) if render else None
+        self.draw = ImageDraw.Draw(self.img) if render else None
+        self.blocks: list[Block] = []
+
+    def add(self, category: str, box: tuple[float, float, float, float], content: str) -> None:
+        self.blocks.append(Block(category=category, bbox=box, content=content, order=len(self.blocks) + 1))
+
+    def text(self, category: str, col: int, row: int, lines: list[str], bold: bool = False) -> None:
+        if self.draw:
+            for i, line in enumerate(lines):
+                draw_text_line(self.draw, col * self.cw, (row + i) * self.ch, line, self.cfg.cell, bold)
+        width = max(len(l) for l in lines)
+        box = (col * self.cw, row * self.ch, (col + width) * self.cw, (row + len(lines)) * self.ch)
+        self.add(category, box, " ".join(lines))
+
+
+def _table_size(grid, cw: int, ch: int) -> tuple[list[int], int]:
+    cols = len(grid[0])
+    widths = [1] * cols
+    for row in grid:
+        for j, cell in enumerate(row):
+            if cell is not None and cell["colspan"] == 1:
+                widths[j] = max(widths[j], len(cell["text"]) + 1)
+    return [w * cw for w in widths], ch + ch // 2
+
+
+def _draw_table(cv: _Canvas, grid, x: int, y: int, col_px: list[int], row_px: int) -> tuple[int, int, int, int]:
+    xs = [x]
+    for w in col_px:
+        xs.append(xs[-1] + w)
+    rows = len(grid)
+    x2, y2 = xs[-1], y + rows * row_px
+    if cv.draw:
+        d = cv.draw
+        d.rectangle((x, y, x2, y2), outline=0, width=1)
+        for i, row in enumerate(grid):
+            for j, cell in enumerate(row):
+                if cell is None:
+                    continue
+                cx1, cy1 = xs[j], y + i * row_px
+                cx2, cy2 = xs[j + cell["colspan"]], cy1 + cell["rowspan"] * row_px
+                d.rectangle((cx1, cy1, cx2, cy2), outline=0, width=1)
+                draw_text_line(d, cx1 + cv.cw // 2, cy1 + (cell["rowspan"] * row_px - cv.ch) // 2, cell["text"], cv.cfg.cell)
+    return (x, y, x2 + 1, y2 + 1)
+
+
+def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True) -> Sample:
+    """The page for `seed` (same seed and config -> same page and pixels)."""
+    cfg = cfg or SynthConfig()
+    rng = random.Random(seed)
+    cv = _Canvas(cfg, render)
+    cw, ch, m = cfg.cell[0], cfg.cell[1], cfg.margin
+    ncols, nrows = cfg.width // cw, cfg.height // ch
+    top, bottom = m, nrows - m  # usable rows [top, bottom)
+    furniture = {k: rng.random() < cfg.furniture_prob for k in ("header", "footer", "page_number")}
+    if furniture["header"]:
+        cv.text("header", m, top, [C.sentence(rng, rng.randint(2, 4), cfg.text_mode)[: ncols - 2 * m]])
+        top += 2
+    foot_row = bottom - 1
+    if furniture["footer"] or furniture["page_number"]:
+        bottom -= 2
+
+    two = cfg.columns == "two" or (cfg.columns == "mixed" and rng.random() < 0.5)
+    span = ncols - 2 * m
+    if two and span >= 30:
+        gap = 2
+        colw = (span - gap) // 2
+        columns = [(m, colw), (m + colw + gap, colw)]
+        if rng.random() < 0.5:  # a full-width title above the columns
+            title = C.sentence(rng, rng.randint(2, 5), cfg.text_mode).rstrip(".")
+            lines = _wrap(title, span)[:2]
+            cv.text("title", m, top, lines, bold=True)
+            top += len(lines) + 1
+    else:
+        columns = [(m, span)]
+
+    n_regions = rng.randint(*cfg.regions)
+    kinds, weights = zip(*cfg.kinds.items())
+    col_i, row = 0, top
+    tables = figures = 0
+    placed = 0
+    while placed < n_regions and col_i < len(columns):
+        x0, width = columns[col_i]
+        kind = rng.choices(kinds, weights)[0]
+        room = bottom - row
+        height = _place(cv, rng, cfg, kind, x0, row, width, room, tables, figures)
+        if height is None:  # does not fit: next column, else stop
+            col_i += 1
+            row = top
+            if col_i >= len(columns):
+                break
+            continue
+        tables += kind == "table"
+        figures += kind == "figure"
+        row += height + 1
+        placed += 1
+
+    if furniture["footer"]:
+        cv.text("footer", m, foot_row, [C.sentence(rng, rng.randint(2, 3), cfg.text_mode)[: span // 2]])
+    if furniture["page_number"]:
+        num = str(rng.randint(1, 300))
+        cv.text("page_number", ncols - m - len(num), foot_row, [num])
+
+    name = f"synth_{seed:07d}"
+    page = Page(width=cfg.width, height=cfg.height, blocks=cv.blocks, image_path=name + ".png",
+                info={"data_source": "synthetic", "seed": seed})
+    image = None
+    if render:
+        image = cv.img
+        if cfg.noise > 0:
+            arr = np.asarray(image, dtype=np.float32) / 255.0
+            arr += np.random.default_rng(seed).normal(0, cfg.noise, arr.shape)
+            image = Image.fromarray((np.clip(arr, 0, 1) * 255).astype(np.uint8))
+        image = image.convert("RGB")
+    return Sample(name, page, image)
+
+
+def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int, row: int, width: int,
+           room: int, tables: int, figures: int) -> int | None:
+    """Place one region of `kind` at (x0, row) within `width` x `room` cells; its height in rows, or None."""
+    cw, ch = cfg.cell
+    if kind in ("text_block", "title"):
+        n = rng.randint(*cfg.para_words) if kind == "text_block" else rng.randint(2, 6)
+        text = C.sentence(rng, n, cfg.text_mode)
+        if kind == "title":
+            text = text.rstrip(".").capitalize()
+        lines = _wrap(text, width)
+        if len(lines) > room:
+            lines = lines[:room]
+        if not lines or room < 1:
+            return None
+        cv.text(kind, x0, row, lines, bold=kind == "title")
+        return len(lines)
+    if kind == "equation_isolated":
+        if room < 3:
+            return None
+        latex = C.formula(rng)
+        fh = 2 * ch
+        img = formula_image(latex, fh)  # rendered even without drawing: its size is the box
+        if img.width > width * cw:
+            img = img.resize((width * cw, max(1, round(img.height * width * cw / img.width))))
+        x = x0 * cw + (width * cw - img.width) // 2
+        y = row * ch + (fh - img.height) // 2
+        if cv.draw:
+            cv.img.paste(img, (x, y))
+        cv.add("equation_isolated", (x, y, x + img.width, y + img.height), latex)
+        return 2
+    if kind == "table":
+        grid = C.table(rng, rng.randint(*cfg.table_rows), rng.randint(*cfg.table_cols), cfg.merge_prob, cfg.text_mode)
+        col_px, row_px = _table_size(grid, cw, ch)
+        rows_needed = 2 + -(-(len(grid) * row_px + 2) // ch)  # caption line + gap + table
+        if sum(col_px) + 1 > width * cw or rows_needed > room:
+            return None
+        caption = f"Table {tables + 1}: " + C.sentence(rng, rng.randint(1, 4), cfg.text_mode)
+        cap_lines = _wrap(caption, width)[:1]
+        cv.text("table_caption", x0, row, cap_lines)
+        box = _draw_table(cv, grid, x0 * cw, (row + 1) * ch + ch // 2, col_px, row_px)
+        cv.add("table", box, C.table_html(grid))
+        return rows_needed
+    if kind == "figure":
+        fig_rows = rng.randint(3, 6)
+        if fig_rows + 2 > room:
+            return None
+        fw = rng.randint(max(4, width // 2), width)
+        fx = x0 + (width - fw) // 2
+        box = (fx * cw, row * ch, (fx + fw) * cw, (row + fig_rows) * ch)
+        if cv.draw:  # its own generator: the ground truth must not depend on drawing
+            draw_figure(cv.draw, box, random.Random(rng.random()))
+        else:
+            rng.random()
+        cv.add("figure", box, "")
+        caption = f"Figure {figures + 1}: " + C.sentence(rng, rng.randint(1, 5), cfg.text_mode)
+        cv.text("figure_caption", x0, row + fig_rows, _wrap(caption, width)[:1])
+        return fig_rows + 1
+    raise ValueError(f"unknown region kind {kind!r}")

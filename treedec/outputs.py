@@ -1,0 +1,75 @@
+"""The outputs contract (DESIGN.md "Outputs"): every command writes into one folder
+`summary.json`, `pages/`, `config.yaml`, plots and a report."""
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from treedec.io import page_to_markdown, page_to_omnidocbench
+from treedec.page import Page
+
+
+def _git_hash() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                           cwd=Path(__file__).parent)
+        return r.stdout.strip() if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("treedec", "torch", "transformers", "hydra-core"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def _json_default(o: Any):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=_json_default), encoding="utf-8")
+
+
+class RunOutput:
+    """One command's output folder."""
+
+    def __init__(self, out: str | Path, config: Any = None):
+        self.dir = Path(out)
+        self.pages_dir = self.dir / "pages"
+        self.pages_dir.mkdir(parents=True, exist_ok=True)
+        self.started = time.time()
+        if config is not None:
+            from omegaconf import OmegaConf
+
+            (self.dir / "config.yaml").write_text(OmegaConf.to_yaml(config, resolve=True), encoding="utf-8")
+
+    def page(self, name: str, figures: dict[str, Any], page: Page | None = None) -> None:
+        """Per-page figures in `pages/<name>.json`; the parsed page, when there is one,
+        as `pages/<name>.omnidocbench.json` and `pages/<name>.md`."""
+        write_json(self.pages_dir / f"{name}.json", {"name": name, **figures})
+        if page is not None:
+            write_json(self.pages_dir / f"{name}.omnidocbench.json", page_to_omnidocbench(page))
+            (self.pages_dir / f"{name}.md").write_text(page_to_markdown(page), encoding="utf-8")
+
+    def summary(self, figures: dict[str, Any], command: str) -> dict[str, Any]:
+        data = {**figures, "meta": {"command": command, "git": _git_hash(), "versions": _versions(),
+                                    "wall_s": round(time.time() - self.started, 3),
+                                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}}
+        write_json(self.dir / "summary.json", data)
+        return data

@@ -1,0 +1,1 @@
+"""Strategy plug-ins: each file registers one strategy by name (see treedec.registry)."""
