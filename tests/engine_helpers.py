@@ -1,0 +1,66 @@
+"""Tiny random models and a forced-structure processor for engine tests."""
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor
+
+from treedec.models.adapter import Prompt
+from treedec.tokenizer import Tokenizer
+
+TOK = Tokenizer()
+
+
+def tiny_llama(seed: int = 0, attn: str = "sdpa") -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(TOK), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=1024,
+                      initializer_range=0.2, eos_token_id=TOK.eos_id, pad_token_id=TOK.pad_id, bos_token_id=TOK.bos_id)
+    cfg._attn_implementation = attn
+    return LlamaForCausalLM(cfg).eval()
+
+
+def prompt(seed: int, n: int = 12) -> Prompt:
+    g = torch.Generator().manual_seed(seed)
+    chars = TOK.encode("abcdefghijklmnopqrstuvwxyz0123456789")
+    return Prompt([TOK.bos_id] + [chars[i] for i in torch.randint(0, len(chars), (n,), generator=g)])
+
+
+class ForcedTree(LogitsProcessor):
+    """Makes a random model emit a page tree, as a function of the visible context only.
+
+    Layout stream (no `<CHILD>` after the prompt): per block `<BLOCK> <|text_block|> d d d <FORK>`
+    with d the model's own choice among digits, then `<eos>` after `blocks` blocks. Flat
+    mode (`fork=False`): `<CHILD>` instead of `<FORK>`, then the content. Content (after a
+    `<CHILD>`): the model's own choice among letters, `<eos>`/next block after
+    `lengths[k]` tokens for block k."""
+
+    def __init__(self, prompt_len: int, blocks: int, lengths: list[int], fork: bool = True):
+        self.prompt_len, self.blocks, self.lengths, self.fork = prompt_len, blocks, lengths, fork
+        v = TOK.vocab
+        self.digits = [v[c] for c in "0123456789"]
+        self.letters = [v[c] for c in "abcdefghij"]
+        self.cat = v["<|text_block|>"]
+
+    def _plan(self, gen: list[int]) -> list[int] | None:
+        """The tokens allowed next, given the generated part of the visible context."""
+        if TOK.child_id in gen:  # inside content (a branch, or flat form's current block)
+            k = sum(1 for t in gen if t == TOK.block_id) - 1
+            since = len(gen) - 1 - max(i for i, t in enumerate(gen) if t == TOK.child_id)
+            if since < self.lengths[k]:
+                return self.letters
+            if self.fork:
+                return [TOK.eos_id]
+            # flat form: the block is complete, continue with the next block's layout
+        blocks_done = sum(1 for t in gen if t == TOK.block_id)
+        last_block = max((i for i, t in enumerate(gen) if t == TOK.block_id), default=None)
+        if last_block is None or (TOK.fork_id if self.fork else TOK.child_id) in gen[last_block:]:
+            return [TOK.block_id] if blocks_done < self.blocks else [TOK.eos_id]
+        j = len(gen) - last_block
+        return [[self.cat], self.digits, self.digits, self.digits, [TOK.fork_id if self.fork else TOK.child_id]][j - 1]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        out = torch.full_like(scores, float("-inf"))
+        for b in range(input_ids.shape[0]):
+            allowed = self._plan(input_ids[b].tolist()[self.prompt_len:])
+            out[b, allowed] = scores[b, allowed]
+        return out

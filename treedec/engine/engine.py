@@ -1,0 +1,233 @@
+"""The embedded engine: decodes a batch of page trees, one flat forward per step.
+
+Each step gathers every live stream of every active page (its pending tokens) into one
+flat batch: token ids, positions from the decoding graph, and an additive ancestor mask
+over the shared KV arena built from parent pointers. Prefixes are stored once. Pages
+join (prefill) and leave (KV freed) between steps, bounded by `max_pages` and a KV token
+budget. A page cut by a limit is flagged, never dropped.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from treedec.engine.kv import KVArena
+from treedec.engine.policy import Fork, Policy
+from treedec.graph import DecodingGraph
+from treedec.models.adapter import CausalLMAdapter, Prompt
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class EngineConfig:
+    max_pages: int = 16  # pages decoded concurrently
+    max_kv_tokens: int = 1 << 20  # KV slots over all active pages
+    max_new_tokens: int = 2048  # per stream
+    max_branches: int = 512  # streams per page
+    compact_min: int = 2048  # compact the arena when it has this many slots ...
+    compact_ratio: float = 0.5  # ... and this fraction of them is free
+
+
+@dataclass
+class PageResult:
+    name: str
+    graph: DecodingGraph
+    steps: int  # forward passes in which the page had work (its critical path), prefill included
+    latency_s: float  # admission to finish
+    queue_s: float  # submission to admission
+    flags: list[str] = field(default_factory=list)
+    timeline: list[list[int]] = field(default_factory=list)  # per step: streams that advanced
+    sample: Any = None
+
+    @property
+    def generated(self) -> int:
+        return self.graph.total_generated()
+
+
+@dataclass
+class _Page:
+    pid: int
+    name: str
+    sample: Any
+    graph: DecodingGraph
+    t_submit: float
+    t_admit: float = 0.0
+    steps: int = 0
+    flags: list[str] = field(default_factory=list)
+    timeline: list[list[int]] = field(default_factory=list)
+    slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
+    anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
+
+
+Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsProcessor: (ids [1,T], scores [1,V])
+
+
+class Engine:
+    def __init__(self, model: CausalLMAdapter, policy: Policy, config: EngineConfig | None = None,
+                 processors: Iterable[Processor] = ()):
+        self.model, self.policy = model, policy
+        self.cfg = config or EngineConfig()
+        self.processors = list(processors)
+        self.arena = KVArena(model.new_cache())
+        self.active: list[_Page] = []
+        self._next_pid = 0
+        self.forward_passes = 0
+
+    # ------------------------------------------------------------------ public
+    def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageResult], None] | None = None
+            ) -> Iterator[PageResult]:
+        """Decode `(name, prompt, sample)` items with continuous batching; yields results
+        as pages finish (completion order)."""
+        queue = list(items)
+        t0 = time.perf_counter()
+        queue = [(name, prompt, sample, t0) for name, prompt, sample in queue]
+        while queue or self.active:
+            while queue and self._can_admit(len(queue[0][1].ids)):
+                name, prompt, sample, t_sub = queue.pop(0)
+                self._admit(name, prompt, sample, t_sub)
+            if not self.active:
+                name, prompt, sample, t_sub = queue.pop(0)  # over budget even alone: admit and let limits cut it
+                self._admit(name, prompt, sample, t_sub)
+            if any(p.graph.live() for p in self.active):
+                self._step()
+            for page in [p for p in self.active if p.graph.done]:
+                result = self._retire(page)
+                if on_done:
+                    on_done(result)
+                yield result
+
+    # ------------------------------------------------------------------ admission
+    def _can_admit(self, prompt_len: int) -> bool:
+        return len(self.active) < self.cfg.max_pages and self.arena.used + prompt_len <= self.cfg.max_kv_tokens
+
+    def _admit(self, name: str, prompt: Prompt, sample: Any, t_submit: float) -> None:
+        page = _Page(self._next_pid, name, sample, DecodingGraph(), t_submit, t_admit=time.perf_counter())
+        self._next_pid += 1
+        root = page.graph.root(prompt.ids, label="root")
+        logits, kv = self.model.prefill(prompt)
+        self.forward_passes += 1
+        page.slots[root.id] = self.arena.add_prefill(kv, page.pid)
+        page.anc[root.id] = torch.empty(0, dtype=torch.long)
+        page.steps = 1
+        page.timeline.append([root.id])
+        self.active.append(page)
+        self._emit(page, root.id, logits)
+
+    # ------------------------------------------------------------------ one step
+    def _step(self) -> None:
+        work: list[tuple[_Page, int, int]] = []  # (page, stream, first pending index)
+        for page in self.active:
+            for s in page.graph.live():
+                done = len(page.slots[s.id])
+                if done < len(s.tokens):
+                    work.append((page, s.id, done))
+        if not work:
+            return
+        base = self.arena.size
+        n_new = sum(len(p.graph[sid].tokens) - i for p, sid, i in work)
+        ids = torch.empty(n_new, dtype=torch.long)
+        pos = torch.empty(n_new, dtype=torch.long)
+        mask = torch.full((n_new, base + n_new), NEG_INF)
+        last_rows = []
+        row = 0
+        for page, sid, first in work:
+            s = page.graph[sid]
+            n = len(s.tokens) - first
+            ids[row:row + n] = torch.tensor(s.tokens[first:])
+            pos[row:row + n] = torch.arange(s.start_pos + first, s.start_pos + len(s.tokens))
+            vis = torch.cat([page.anc[sid], torch.tensor(page.slots[sid], dtype=torch.long)])
+            block = mask[row:row + n]
+            block.index_fill_(1, vis, 0.0)
+            new = base + row
+            block[:, new:new + n] = torch.triu(torch.full((n, n), NEG_INF), diagonal=1)
+            page.slots[sid].extend(self.arena.reserve(n, page.pid))
+            row += n
+            last_rows.append(row - 1)
+        logits = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(last_rows))
+        self.forward_passes += 1
+        touched: dict[int, list[int]] = {}
+        for (page, sid, _), lg in zip(work, logits):
+            touched.setdefault(page.pid, []).append(sid)
+            self._emit(page, sid, lg)
+        for page in self.active:
+            if page.pid in touched:
+                page.steps += 1
+                page.timeline.append(touched[page.pid])
+        self._maybe_compact()
+
+    def _emit(self, page: _Page, sid: int, logits: torch.Tensor) -> None:
+        """Choose the next token of `sid` (greedy), append it, apply forks, ends and limits."""
+        g = page.graph
+        if self.processors:
+            ctx = torch.tensor([g.context(sid)], dtype=torch.long)
+            scores = logits[None]
+            for proc in self.processors:
+                scores = proc(ctx, scores)
+            logits = scores[0]
+        token = int(torch.argmax(logits))
+        g.append(sid, [token])
+        s = g[sid]
+        if self.policy.is_end(g, sid, token):
+            g.finish(sid, "eos")
+        else:
+            for fork in self.policy.forks(g, sid, len(s.tokens) - 1):
+                self._fork(page, fork)
+            if s.live and s.generated >= self.cfg.max_new_tokens:
+                g.finish(sid, "max_new_tokens", cut=True)
+                page.flags.append(f"cut: stream {sid} ({s.label}) reached max_new_tokens={self.cfg.max_new_tokens}")
+        if not s.live:
+            self._free_finished(page)
+
+    def _fork(self, page: _Page, fork: Fork) -> None:
+        g = page.graph
+        if len(g) >= self.cfg.max_branches:
+            msg = f"cut: branch limit {self.cfg.max_branches} reached, later forks dropped"
+            if msg not in page.flags:
+                page.flags.append(msg)
+            return
+        parent_slots = page.slots[fork.parent]
+        if fork.at > len(parent_slots):
+            raise ValueError(f"fork at {fork.at} beyond the {len(parent_slots)} tokens of stream {fork.parent} with KV")
+        child = g.fork(fork.parent, fork.at, fork.first, fork.label)
+        page.slots[child.id] = []
+        page.anc[child.id] = torch.cat([page.anc[fork.parent], torch.tensor(parent_slots[:fork.at], dtype=torch.long)])
+
+    # ------------------------------------------------------------------ freeing
+    def _free_finished(self, page: _Page) -> None:
+        """Free the KV no live stream can see any more: a finished stream keeps only the
+        prefix its live descendants fork from."""
+        g = page.graph
+        need: dict[int, int] = {}
+        for s in g.live():  # every live stream needs its ancestors up to the fork points
+            for a, end in g.ancestors(s.id)[:-1]:
+                need[a] = max(need.get(a, 0), end)
+        for s in g.streams:
+            if not s.live:
+                keep = need.get(s.id, 0)
+                if len(page.slots[s.id]) > keep:
+                    self.arena.free(page.slots[s.id][keep:])
+                    del page.slots[s.id][keep:]
+
+    def _maybe_compact(self) -> None:
+        a = self.arena
+        if a.size < self.cfg.compact_min or a.owner.count(-1) < self.cfg.compact_ratio * a.size:
+            return
+        remap = a.compact()
+        if remap is None:
+            return
+        for page in self.active:
+            for sid in page.slots:
+                page.slots[sid] = remap[torch.tensor(page.slots[sid], dtype=torch.long)].tolist() if page.slots[sid] else []
+                page.anc[sid] = remap[page.anc[sid]] if len(page.anc[sid]) else page.anc[sid]
+
+    def _retire(self, page: _Page) -> PageResult:
+        self.active.remove(page)
+        self.arena.free([i for sl in page.slots.values() for i in sl])
+        page.slots.clear()
+        now = time.perf_counter()
+        return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
+                          page.flags, page.timeline, page.sample)

@@ -1,0 +1,24 @@
+"""What the engine asks of a decoding strategy (it never knows one by name)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from treedec.graph import DecodingGraph
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Start a child of `parent` seeing its tokens [0, at), beginning with `first`."""
+    parent: int
+    at: int
+    first: tuple[int, ...]
+    label: str = ""
+
+
+class Policy(Protocol):
+    def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:
+        """Forks caused by token `index` of stream `sid`, just produced."""
+
+    def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
+        """Does `token` end stream `sid`?"""

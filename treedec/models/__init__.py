@@ -1,0 +1,1 @@
+"""Models: the adapter the engine calls, tiny Idefics3 configs, checkpoint loading."""
