@@ -1,0 +1,114 @@
+"""The document VLM: an Idefics3 model with treedec's tokenizer, image preparation and
+prompts; saved and loaded as a standard HF folder (config.json, model.safetensors,
+tokenizer.json, treedec.json)."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from treedec.errors import UserError
+from treedec.models.adapter import CausalLMAdapter, Prompt
+from treedec.models.tiny import IDEFICS3_SPECIAL, image_prompt_ids, image_seq_len, tiny_idefics3_config
+from treedec.tokenizer import Tokenizer
+
+MODES = {"flat": "<|flat|>", "tree": "<|tree|>", "crop": "<|crop|>"}  # what the model is asked to emit
+
+
+def vlm_tokenizer() -> Tokenizer:
+    return Tokenizer(extra_special=(*IDEFICS3_SPECIAL, *MODES.values()))
+
+
+@dataclass
+class VLMSpec:
+    """Sizes of a tiny treedec VLM (the arguments of `tiny_idefics3_config`)."""
+    image_size: int = 256
+    patch_size: int = 16
+    scale_factor: int = 1
+    vision_hidden: int = 192
+    vision_layers: int = 2
+    vision_heads: int = 3
+    text_hidden: int = 256
+    text_layers: int = 4
+    head_dim: int = 64
+    max_positions: int = 4096
+
+    @property
+    def image_tokens(self) -> int:
+        return image_seq_len(self.image_size, self.patch_size, self.scale_factor)
+
+
+def canvas(image: Image.Image, size: int) -> Image.Image:
+    """The image on a white `size` x `size` square, top-left anchored; shrunk (keeping its
+    aspect) only when larger, so glyphs keep their scale and grid alignment."""
+    image = image.convert("RGB")
+    if max(image.size) > size:
+        f = size / max(image.size)
+        image = image.resize((max(1, round(image.width * f)), max(1, round(image.height * f))), Image.Resampling.BILINEAR)
+    out = Image.new("RGB", (size, size), (255, 255, 255))
+    out.paste(image, (0, 0))
+    return out
+
+
+def pixels(images: list[Image.Image], size: int) -> torch.Tensor:
+    """[1, n, 3, S, S] normalized as Idefics3 expects ((x/255 - 0.5) / 0.5)."""
+    arr = np.stack([np.asarray(canvas(im, size), dtype=np.float32) for im in images])  # n, S, S, 3
+    x = torch.from_numpy(arr).permute(0, 3, 1, 2).div(127.5).sub(1.0)
+    return x[None]
+
+
+class VLM:
+    """Model + tokenizer + spec; `prompt(image, mode)` builds what the engine prefills."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, spec: VLMSpec):
+        self.model, self.tokenizer, self.spec = model, tokenizer, spec
+
+    @classmethod
+    def tiny(cls, spec: VLMSpec | None = None, seed: int = 0, attn: str = "sdpa") -> "VLM":
+        from transformers import Idefics3ForConditionalGeneration
+
+        spec = spec or VLMSpec()
+        tok = vlm_tokenizer()
+        cfg = tiny_idefics3_config(tok, **asdict(spec), attn_implementation=attn)
+        torch.manual_seed(seed)
+        return cls(Idefics3ForConditionalGeneration(cfg), tok, spec)
+
+    def prompt_ids(self, mode: str) -> list[int]:
+        if mode not in MODES:
+            raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
+        return image_prompt_ids(self.tokenizer, self.spec.image_tokens) + [self.tokenizer.vocab[MODES[mode]]]
+
+    def prompt(self, image: Image.Image, mode: str) -> Prompt:
+        return Prompt(self.prompt_ids(mode), {"pixel_values": pixels([image], self.spec.image_size)})
+
+    def adapter(self) -> CausalLMAdapter:
+        return CausalLMAdapter(self.model)
+
+    # ------------------------------------------------------------------ files
+    def save(self, directory: str | Path) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(d, safe_serialization=True)
+        self.tokenizer.save(d)
+        (d / "treedec.json").write_text(json.dumps({"spec": asdict(self.spec)}, indent=1))
+        return d
+
+    @classmethod
+    def load(cls, directory: str | Path, attn: str = "sdpa") -> "VLM":
+        from transformers import Idefics3ForConditionalGeneration
+
+        d = Path(directory)
+        for name in ("config.json", "model.safetensors", "tokenizer.json", "treedec.json"):
+            if not (d / name).is_file():
+                raise UserError(f"no checkpoint at {d}: {name} is missing (expected a folder written by treedec train)")
+        try:
+            spec = VLMSpec(**json.loads((d / "treedec.json").read_text())["spec"])
+            model = Idefics3ForConditionalGeneration.from_pretrained(d, attn_implementation=attn)
+            tok = Tokenizer.load(d)
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
+        return cls(model.eval(), tok, spec)

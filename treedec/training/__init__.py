@@ -1,0 +1,1 @@
+"""Training: packing decoding graphs into one sequence, the training loop, checkpoints."""
