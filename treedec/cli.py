@@ -14,6 +14,7 @@ from treedec.errors import UserError
 
 COMMANDS = {
     "depth": "oracle decoding depth of a data set (model-free)",
+    "run": "parse pages with a strategy; quality, depth and speed (compare=STRATEGY for ratios)",
     "train": "train the tiny document VLM on synthetic pages (resumes from out/checkpoints)",
     "list": "list commands, config groups and their options",
 }

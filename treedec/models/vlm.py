@@ -112,3 +112,21 @@ class VLM:
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
         return cls(model.eval(), tok, spec)
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "models" / "tiny"
+
+
+def load_vlm(model_cfg) -> VLM:
+    """The VLM a `model` config names: `path` (a checkpoint folder), the shipped tiny model
+    when `path` is null, or random weights for `model=random`."""
+    from omegaconf import OmegaConf
+
+    if model_cfg.get("name") == "random":
+        return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
+    path = model_cfg.get("path") or SHIPPED
+    if not Path(path).exists():
+        hint = " (the shipped model is not in this checkout; train one with `python -m treedec train`)" \
+            if not model_cfg.get("path") else ""
+        raise UserError(f"model.path {str(path)!r} does not exist{hint}")
+    return VLM.load(path)

@@ -1,0 +1,144 @@
+"""`python -m treedec run strategy=padoc [compare=sequential]`: parse pages, score them,
+measure depth and speed; with `compare`, the baseline runs on the same pages in the same
+process and the summary gives ratios (baseline / this strategy)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from treedec.data import open_dataset
+from treedec.engine.engine import EngineConfig
+from treedec.errors import UserError
+from treedec.evaluate import evaluate_pages
+from treedec.models.vlm import load_vlm
+from treedec.outputs import RunOutput
+from treedec.runner import RunResult, parse_pages
+from treedec.strategies.base import STRATEGIES
+
+
+def speed_figures(res: RunResult) -> dict[str, Any]:
+    recs = [r for r in res.records if r.steps]
+    steps = [r.steps for r in recs]
+    lat = [r.latency_s for r in recs]
+    return {
+        "median_steps": float(np.median(steps)) if steps else None,
+        "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
+        "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
+        "generated_tokens": int(sum(r.generated for r in recs)),
+        "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
+        "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
+        "p50_latency_s": float(np.percentile(lat, 50)) if lat else None,
+        "p95_latency_s": float(np.percentile(lat, 95)) if lat else None,
+        "forward_passes": res.forward_passes, "wall_s": res.wall_s,
+    }
+
+
+def quality_figures(res: RunResult) -> tuple[dict[str, Any], dict[str, dict]]:
+    gts = [r.gt for r in res.records if r.gt is not None]
+    if not gts:
+        return {}, {}
+    ev = evaluate_pages({r.name: r.page for r in res.records}, gts)
+    per_page = ev.pop("per_page")
+    return ev, per_page
+
+
+def plot_steps(results: list[RunResult], path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    top = max((r.steps for res in results for r in res.records), default=1)
+    bins = np.linspace(0, top * 1.02 + 1, 30)
+    for res in results:
+        steps = [r.steps for r in res.records if r.steps]
+        ax.hist(steps, bins=bins, alpha=0.6, label=f"{res.strategy} (median {np.median(steps):.0f})" if steps else res.strategy)
+    ax.set_xlabel("critical-path forward steps per page")
+    ax.set_ylabel("pages")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_timelines(res: RunResult, n: int, path) -> None:
+    """For a few pages: which stream advanced at each of the page's forward steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recs = [r for r in res.records if r.timeline][:n]
+    if not recs:
+        return
+    fig, axes = plt.subplots(len(recs), 1, figsize=(8, 1.2 + 1.6 * len(recs)), squeeze=False)
+    for ax, r in zip(axes[:, 0], recs):
+        xs, ys = zip(*[(step, sid) for step, sids in enumerate(r.timeline) for sid in sids])
+        ax.scatter(xs, ys, s=2, marker="s", c=["tab:blue" if y == 0 else "tab:orange" for y in ys])
+        ax.set_ylabel("stream")
+        ax.set_title(f"{r.name}: {r.steps} steps, {r.generated} tokens, {r.streams} streams", fontsize=9)
+    axes[-1, 0].set_xlabel("forward step (stream 0 = layout / flat stream)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _run(cfg, vlm, name: str, samples, engine_cfg) -> RunResult:
+    strategy = STRATEGIES.get(name)(vlm.tokenizer)
+    return parse_pages(vlm, strategy, samples, engine_cfg)
+
+
+def main(cfg, out: RunOutput) -> dict:
+    torch.set_num_threads(int(cfg.runtime.threads))
+    if cfg.runtime.name != "embedded":
+        raise UserError(f"runtime {cfg.runtime.name!r} is not available yet; use runtime=embedded")
+    engine_cfg = EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
+    vlm = load_vlm(cfg.model)
+    samples = list(open_dataset(cfg.data))
+    main_res = _run(cfg, vlm, cfg.strategy.name, samples, engine_cfg)
+    results = [main_res]
+    base = None
+    if cfg.compare:
+        base = _run(cfg, vlm, cfg.compare, samples, engine_cfg)
+        results.append(base)
+    quality, per_page_q = quality_figures(main_res)
+    speed = speed_figures(main_res)
+    for rec in main_res.records:
+        out.page(rec.name, {**rec.figures(), **{k: v for k, v in per_page_q.get(rec.name, {}).items() if k != "flags"},
+                            "flags": rec.flags + per_page_q.get(rec.name, {}).get("flags", [])}, rec.page)
+    summary: dict[str, Any] = {"pages": len(samples), "strategy": cfg.strategy.name,
+                               "pages_flagged": sum(bool(r.flags) for r in main_res.records),
+                               **{k: quality.get(k) for k in ("text_edit", "text_edit_all", "table_teds", "table_teds_s",
+                                                              "formula_edit", "reading_order_edit", "overall",
+                                                              "layout_precision", "layout_recall", "layout_f1")},
+                               **speed}
+    if base is not None:
+        bq, _ = quality_figures(base)
+        bs = speed_figures(base)
+        summary["baseline"] = {"strategy": cfg.compare, "text_edit": bq.get("text_edit"), "layout_f1": bq.get("layout_f1"),
+                               **bs}
+        summary["steps_ratio"] = bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None
+        summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
+        summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
+    plot_steps(results, out.dir / "steps_hist.png")
+    plot_timelines(main_res, int(cfg.timelines), out.dir / "timelines.png")
+    _print(summary)
+    return summary
+
+
+def _print(s: dict) -> None:
+    t = Table(title=f"{s['strategy']} on {s['pages']} pages")
+    t.add_column("figure")
+    t.add_column("value")
+    keys = ["text_edit", "layout_f1", "median_steps", "tokens_per_step", "pages_per_s", "p95_latency_s",
+            "steps_ratio", "throughput_ratio", "p95_ratio", "pages_flagged"]
+    for k in keys:
+        if s.get(k) is not None:
+            v = s[k]
+            t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    Console().print(t)
