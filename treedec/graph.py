@@ -158,14 +158,15 @@ class DecodingGraph:
         """Forward steps a single sequential stream would need for the same tokens."""
         return sum(s.generated for s in self.streams)
 
-    def flatten(self, sid: int = 0, drop_tail: Iterable[int] = (), replace_fork_token: bool = True) -> list[int]:
+    def flatten(self, sid: int = 0, drop_tail: Iterable[int] = (), replace_fork_token: bool = True,
+                nested_drop_head: Iterable[int] = ()) -> list[int]:
         """Splice each child in place of the parent token it forks at (recursively, in
         creation order), dropping a trailing token of the child that is in `drop_tail`
-        (e.g. its `<eos>`). The prompt of the root is not included."""
-        drop = set(drop_tail)
-        return self._flatten(sid, drop, replace_fork_token, include_prompt=sid != 0)
+        (e.g. its `<eos>`) and, for children of children, a leading token in
+        `nested_drop_head`. The prompt of the root is not included."""
+        return self._flatten(sid, set(drop_tail), set(nested_drop_head), replace_fork_token, include_prompt=sid != 0)
 
-    def _flatten(self, sid: int, drop: set[int], replace: bool, include_prompt: bool) -> list[int]:
+    def _flatten(self, sid: int, drop: set[int], drop_head: set[int], replace: bool, include_prompt: bool) -> list[int]:
         s = self.streams[sid]
         by_point: dict[int, list[int]] = {}
         for c in self._children[sid]:
@@ -175,9 +176,11 @@ class DecodingGraph:
         for i in range(start, len(s.tokens) + 1):
             kids = by_point.get(i, [])
             for c in kids:
-                sub = self._flatten(c, drop, replace, include_prompt=True)
+                sub = self._flatten(c, drop, drop_head, replace, include_prompt=True)
                 if sub and sub[-1] in drop:
                     sub = sub[:-1]
+                if sub and s.parent is not None and sub[0] in drop_head:
+                    sub = sub[1:]
                 out.extend(sub)
             if i < len(s.tokens) and not (kids and replace):
                 out.append(s.tokens[i])

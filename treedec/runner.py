@@ -57,7 +57,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
             records[s.name] = PageRecord(s.name, Page(*size, image_path=s.name), "", gt=s.page,
                                          flags=["unreadable or missing image: not decoded, scored as empty"])
         else:
-            items.append((s.name, vlm.prompt(s.image, strategy.form), s))
+            items.append((s.name, vlm.prompt(s.image, strategy.mode), s))
     if warmup and items:
         list(Engine(vlm.adapter(), strategy, engine_cfg).run(items[:1]))
     engine = Engine(vlm.adapter(), strategy, engine_cfg)

@@ -8,8 +8,9 @@ from tqdm import tqdm
 
 from treedec.data import open_dataset
 from treedec.depth import page_depth
+from treedec.models.vlm import vlm_tokenizer
 from treedec.outputs import RunOutput
-from treedec.tokenizer import Tokenizer
+from treedec.strategies.base import STRATEGIES
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -44,14 +45,14 @@ def plot_depths(rows: list[dict], path) -> None:
 
 
 def main(cfg, out: RunOutput) -> dict:
-    tok = Tokenizer()
+    strategy = STRATEGIES.get(cfg.strategy.name)(vlm_tokenizer())
     data = open_dataset(cfg.data, render=False)
     rows = []
     for sample in tqdm(data, total=len(data), desc="depth", unit="page"):
         if sample.page is None:
             out.page(sample.name, {"flags": ["no ground truth"]})
             continue
-        r = page_depth(sample.page, tok)
+        r = page_depth(sample.page, strategy)
         rows.append(r)
         out.page(sample.name, r)
     if not rows:
@@ -60,7 +61,7 @@ def main(cfg, out: RunOutput) -> dict:
         raise UserError(f"data set {cfg.data.name} has no annotated pages; depth needs ground truth")
     seq_q, fork_q, red_q = (_quartiles([r[k] for r in rows]) for k in ("sequential_depth", "fork_depth", "reduction"))
     summary = {
-        "pages": len(rows), "data": cfg.data.name,
+        "pages": len(rows), "data": cfg.data.name, "strategy": strategy.name,
         "median_sequential_depth": seq_q[1], "median_fork_depth": fork_q[1], "median_reduction": red_q[1],
         "iqr_sequential_depth": [seq_q[0], seq_q[2]], "iqr_fork_depth": [fork_q[0], fork_q[2]],
         "iqr_reduction": [red_q[0], red_q[2]],
@@ -68,11 +69,12 @@ def main(cfg, out: RunOutput) -> dict:
         "tokenizer": "treedec char-level",
     }
     plot_depths(rows, out.dir / "depth_hist.png")
-    t = Table(title=f"Oracle depth, {cfg.data.name}, {len(rows)} pages (tokens = forward steps)")
+    t = Table(title=f"Oracle depth, {strategy.name} vs sequential, {cfg.data.name}, {len(rows)} pages "
+                    "(tokens = forward steps)")
     for c in ("", "median", "IQR"):
         t.add_column(c)
     t.add_row("sequential depth", f"{seq_q[1]:.0f}", f"{seq_q[0]:.0f}-{seq_q[2]:.0f}")
-    t.add_row("fork depth", f"{fork_q[1]:.0f}", f"{fork_q[0]:.0f}-{fork_q[2]:.0f}")
+    t.add_row(f"{strategy.name} depth", f"{fork_q[1]:.0f}", f"{fork_q[0]:.0f}-{fork_q[2]:.0f}")
     t.add_row("reduction", f"{100 * red_q[1]:.1f}%", f"{100 * red_q[0]:.1f}-{100 * red_q[2]:.1f}%")
     Console().print(t)
     return summary

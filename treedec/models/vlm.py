@@ -16,11 +16,13 @@ from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.tiny import IDEFICS3_SPECIAL, image_prompt_ids, image_seq_len, tiny_idefics3_config
 from treedec.tokenizer import Tokenizer
 
-MODES = {"flat": "<|flat|>", "tree": "<|tree|>", "crop": "<|crop|>"}  # what the model is asked to emit
+# What the model is asked to emit; reserved tokens keep the vocabulary stable for new strategies.
+MODES = {"flat": "<|flat|>", "tree": "<|tree|>", "tree_rows": "<|tree_rows|>", "crop": "<|crop|>"}
+RESERVED = tuple(f"<|reserved_{i}|>" for i in range(8))
 
 
 def vlm_tokenizer() -> Tokenizer:
-    return Tokenizer(extra_special=(*IDEFICS3_SPECIAL, *MODES.values()))
+    return Tokenizer(extra_special=(*IDEFICS3_SPECIAL, *MODES.values(), *RESERVED))
 
 
 @dataclass

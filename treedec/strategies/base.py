@@ -1,5 +1,6 @@
-"""A strategy = serialization form + fork rule (+ drafter and acceptor, later), composed,
-never subclassed. It implements the engine's `Policy` and assembles the page."""
+"""A strategy = what the model is asked for (a prompt mode and the ground-truth decoding
+graph it is trained on) + a fork rule (+ drafter and acceptor, later). Composed, never
+subclassed: a new strategy is one small file registering a factory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,26 +8,26 @@ from typing import Callable
 
 from treedec.engine.policy import Fork
 from treedec.graph import DecodingGraph
+from treedec.page import Page
 from treedec.registry import Registry
 from treedec.tokenizer import Tokenizer
 
 ForkRule = Callable[[DecodingGraph, int, int, Tokenizer], list[Fork]]
 """(graph, stream, index of its new token, tokenizer) -> forks to start."""
+Target = Callable[[Page, Tokenizer, list[int]], DecodingGraph]
+"""(page, tokenizer, prompt ids) -> the page's ground truth as a decoding graph."""
 
 STRATEGIES: Registry[Callable[..., "Strategy"]] = Registry("strategy", "treedec.strategies", "treedec.strategies")
-FORK_RULES: Registry[ForkRule] = Registry("fork rule", "treedec.fork_rules", "treedec.strategies")
 
 
 @dataclass
 class Strategy:
     name: str
-    form: str  # "flat" (one stream) or "tree" (layout stream + branches)
+    mode: str  # the prompt mode the model is asked in (a control token of the tokenizer)
     tokenizer: Tokenizer
+    target: Target  # ground truth as a graph: training data and oracle depth
     fork_rule: ForkRule | None = None
-
-    def __post_init__(self):
-        if self.form not in ("flat", "tree"):
-            raise ValueError(f"form must be flat or tree, got {self.form!r}")
+    nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
 
     # --- the engine's Policy
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:
@@ -39,4 +40,5 @@ class Strategy:
     def flat_text(self, graph: DecodingGraph) -> str:
         """The page in flat form: every branch spliced in place of its fork token, its own
         `<eos>` dropped (nested branches too)."""
-        return self.tokenizer.decode(graph.flatten(drop_tail=[self.tokenizer.eos_id]))
+        tok = self.tokenizer
+        return tok.decode(graph.flatten(drop_tail=[tok.eos_id], nested_drop_head=self.nested_drop_head))

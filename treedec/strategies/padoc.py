@@ -2,11 +2,31 @@
 the branch starts with `<CHILD>` at the fork's position and sees [prompt, layout<=k]."""
 from treedec.engine.policy import Fork
 from treedec.graph import DecodingGraph
-from treedec.strategies.base import FORK_RULES, STRATEGIES, Strategy
+from treedec.page import Page
+from treedec.serialize import page_to_tree
+from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.tokenizer import Tokenizer
 
 
-@FORK_RULES.register("layout")
+def tree_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
+    """The root stream is the prompt followed by the layout stream; each `<FORK>` starts a
+    branch `<CHILD>content<eos>` at its position."""
+    tree = page_to_tree(page)
+    g = DecodingGraph()
+    root = g.root(prompt)
+    k = 0
+    for t in tok.encode(tree.layout):
+        g.append(root.id, [t])
+        if t == tok.fork_id:
+            branch = tok.encode(tree.branches[k])
+            child = g.fork(root.id, at=len(root.tokens) - 1, first=branch[:1], label=f"block {k + 1}")
+            g.append(child.id, branch[1:])
+            g.finish(child.id)
+            k += 1
+    g.finish(root.id)
+    return g
+
+
 def layout_fork(graph: DecodingGraph, sid: int, index: int, tok: Tokenizer) -> list[Fork]:
     s = graph[sid]
     if s.parent is None and s.tokens[index] == tok.fork_id:
@@ -17,4 +37,4 @@ def layout_fork(graph: DecodingGraph, sid: int, index: int, tok: Tokenizer) -> l
 
 @STRATEGIES.register("padoc")
 def padoc(tokenizer: Tokenizer) -> Strategy:
-    return Strategy("padoc", "tree", tokenizer, layout_fork)
+    return Strategy("padoc", "tree", tokenizer, tree_target, layout_fork)

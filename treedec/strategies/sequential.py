@@ -1,8 +1,19 @@
 """Sequential: the flat form in one stream, no forks (the baseline)."""
+from treedec.graph import DecodingGraph
+from treedec.page import Page
+from treedec.serialize import page_to_flat
 from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.tokenizer import Tokenizer
 
 
+def flat_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
+    g = DecodingGraph()
+    g.root(prompt)
+    g.append(0, tok.encode(page_to_flat(page)))
+    g.finish(0)
+    return g
+
+
 @STRATEGIES.register("sequential")
 def sequential(tokenizer: Tokenizer) -> Strategy:
-    return Strategy("sequential", "flat", tokenizer)
+    return Strategy("sequential", "flat", tokenizer, flat_target)

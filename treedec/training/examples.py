@@ -1,6 +1,6 @@
-"""Training examples from synthetic pages: the flat form (sequential SFT), the tree form
-(one packed tree per page: every region supervised at one image cost) and region crops
-(HSD stage 1: a crop -> that region's content)."""
+"""Training examples from synthetic pages: a page as a strategy's ground-truth graph (flat
+form for sequential SFT; one packed tree per page for PaDoc, every region supervised at one
+image cost) and region crops (HSD stage 1: a crop -> that region's content)."""
 from __future__ import annotations
 
 import random
@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from PIL import Image
 
 from treedec.data.synth import Sample
-from treedec.depth import tree_graph
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM
-from treedec.serialize import page_to_flat
+from treedec.strategies.base import Strategy
 from treedec.training.packing import flat_graph
 
 CROP_CATEGORIES = frozenset({"title", "text_block", "table", "table_caption", "figure_caption", "header", "footer",
@@ -25,14 +24,9 @@ class Example:
     image: Image.Image
 
 
-def page_example(sample: Sample, vlm: VLM, form: str) -> Example:
-    tok = vlm.tokenizer
-    prompt = vlm.prompt_ids(form)
-    if form == "flat":
-        return Example(flat_graph(prompt, tok.encode(page_to_flat(sample.page))), sample.image)
-    if form == "tree":
-        return Example(tree_graph(sample.page, tok, prompt), sample.image)
-    raise ValueError(f"form must be flat or tree, got {form!r}")
+def page_example(sample: Sample, vlm: VLM, strategy: Strategy) -> Example:
+    """The whole page as the strategy's ground-truth graph (one packed tree per page)."""
+    return Example(strategy.target(sample.page, vlm.tokenizer, vlm.prompt_ids(strategy.mode)), sample.image)
 
 
 def crop_image(image: Image.Image, bbox, pad: int = 2) -> Image.Image:

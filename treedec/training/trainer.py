@@ -2,7 +2,7 @@
 
 Each step draws `pages_per_step` synthetic pages (seeds are a function of the run seed
 and the step, so a resumed run sees the same data), turns each into one example of the
-configured forms (flat / tree, alternating) plus `crops_per_page` region crops, packs
+configured strategies' ground-truth graphs (alternating) plus `crops_per_page` region crops, packs
 them into one sequence (tree-varlen attention, or the dense-mask reference path) and
 takes one AdamW step. Checkpoints go to `out/checkpoints/last` and a killed run resumes
 from there; under torchrun (gloo/nccl) the pages of a step are split across ranks and
@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.errors import UserError
 from treedec.models.attention import register
-from treedec.models.vlm import VLM, VLMSpec, pixels
+from treedec.models.vlm import VLM, pixels
+from treedec.strategies.base import STRATEGIES
 from treedec.training.examples import crop_examples, page_example
 from treedec.training.packing import IGNORE, pack
 from treedec.training.schedule import lr_at, stage_at
@@ -34,7 +35,7 @@ from treedec.training.schedule import lr_at, stage_at
 class TrainConfig:
     steps: int = 3000
     pages_per_step: int = 8
-    forms: list[str] = field(default_factory=lambda: ["flat", "tree"])
+    strategies: list[str] = field(default_factory=lambda: ["sequential", "padoc"])
     crops_per_page: int = 1
     lr: float = 1e-3
     min_lr: float = 1e-4
@@ -50,10 +51,9 @@ class TrainConfig:
     threads: int = 2
 
     def __post_init__(self):
-        self.forms = list(self.forms)
-        bad = set(self.forms) - {"flat", "tree"}
-        if bad or not self.forms:
-            raise UserError(f"train.forms must be a non-empty subset of flat, tree; got {list(self.forms)}")
+        self.strategies = list(self.strategies)
+        if not self.strategies:
+            raise UserError("train.strategies must name at least one strategy")
         if self.attention not in ("tree", "dense"):
             raise UserError(f"train.attention must be tree or dense, got {self.attention!r}")
 
@@ -83,6 +83,7 @@ class Trainer:
         no_decay = [p for n, p in vlm.model.named_parameters() if p.ndim < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+        self.strategies = [STRATEGIES.get(n)(vlm.tokenizer) for n in cfg.strategies]
         self.step = 0
         self.history: list[dict[str, float]] = []
 
@@ -99,7 +100,7 @@ class Trainer:
             if i % self.world != self.rank:
                 continue
             sample = generate_page(seed, page_cfg)
-            examples.append(page_example(sample, self.vlm, cfg.forms[(step + i) % len(cfg.forms)]))
+            examples.append(page_example(sample, self.vlm, self.strategies[(step + i) % len(self.strategies)]))
             examples += crop_examples(sample, self.vlm, random.Random(seed), cfg.crops_per_page)
         packed = pack([e.graph for e in examples])
         return packed, pixels([e.image for e in examples], self.vlm.spec.image_size), len(examples)
