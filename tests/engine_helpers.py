@@ -8,6 +8,7 @@ from treedec.models.adapter import Prompt
 from treedec.tokenizer import Tokenizer
 
 TOK = Tokenizer()
+ANY = list(range(len(TOK)))
 
 
 def tiny_llama(seed: int = 0, attn: str = "sdpa") -> LlamaForCausalLM:
@@ -45,6 +46,8 @@ class ForcedTree(LogitsProcessor):
         """The tokens allowed next, given the generated part of the visible context."""
         if TOK.child_id in gen:  # inside content (a branch, or flat form's current block)
             k = sum(1 for t in gen if t == TOK.block_id) - 1
+            if not 0 <= k < len(self.lengths):
+                return ANY  # off-plan context (a rejected draft node): anything goes
             since = len(gen) - 1 - max(i for i, t in enumerate(gen) if t == TOK.child_id)
             if since < self.lengths[k]:
                 return self.letters
@@ -55,8 +58,9 @@ class ForcedTree(LogitsProcessor):
         last_block = max((i for i, t in enumerate(gen) if t == TOK.block_id), default=None)
         if last_block is None or (TOK.fork_id if self.fork else TOK.child_id) in gen[last_block:]:
             return [TOK.block_id] if blocks_done < self.blocks else [TOK.eos_id]
+        plan = [[self.cat], self.digits, self.digits, self.digits, [TOK.fork_id if self.fork else TOK.child_id]]
         j = len(gen) - last_block
-        return [[self.cat], self.digits, self.digits, self.digits, [TOK.fork_id if self.fork else TOK.child_id]][j - 1]
+        return plan[j - 1] if j <= len(plan) else ANY
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         out = torch.full_like(scores, float("-inf"))

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from treedec.engine.draft import DraftTree, Verdict
 from treedec.engine.kv import KVArena
 from treedec.engine.policy import Fork, Policy
 from treedec.graph import DecodingGraph
@@ -42,6 +43,8 @@ class PageResult:
     flags: list[str] = field(default_factory=list)
     timeline: list[list[int]] = field(default_factory=list)  # per step: streams that advanced
     sample: Any = None
+    drafted: int = 0
+    accepted: int = 0
 
     @property
     def generated(self) -> int:
@@ -59,6 +62,8 @@ class _Page:
     steps: int = 0
     flags: list[str] = field(default_factory=list)
     timeline: list[list[int]] = field(default_factory=list)
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # draft tokens accepted
     slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
 
@@ -119,68 +124,103 @@ class Engine:
 
     # ------------------------------------------------------------------ one step
     def _step(self) -> None:
-        work: list[tuple[_Page, int, int]] = []  # (page, stream, first pending index)
+        work: list[tuple[_Page, int, int, DraftTree | None]] = []  # (page, stream, first pending index, draft)
         for page in self.active:
             for s in page.graph.live():
                 done = len(page.slots[s.id])
                 if done < len(s.tokens):
-                    work.append((page, s.id, done))
+                    tree = self.policy.draft(page.graph, s.id, page.sample)
+                    work.append((page, s.id, done, tree if tree else None))
         if not work:
             return
         base = self.arena.size
-        n_new = sum(len(p.graph[sid].tokens) - i for p, sid, i in work)
+        n_new = sum(len(p.graph[sid].tokens) - i + (len(t) if t else 0) for p, sid, i, t in work)
         ids = torch.empty(n_new, dtype=torch.long)
         pos = torch.empty(n_new, dtype=torch.long)
         mask = torch.full((n_new, base + n_new), NEG_INF)
-        last_rows = []
+        keep: list[int] = []  # rows whose logits are read: each stream's last pending token, then its draft nodes
+        draft_slots: list[list[int]] = []
         row = 0
-        for page, sid, first in work:
+        for page, sid, first, tree in work:
             s = page.graph[sid]
             n = len(s.tokens) - first
+            d = len(tree) if tree else 0
             ids[row:row + n] = torch.tensor(s.tokens[first:])
             pos[row:row + n] = torch.arange(s.start_pos + first, s.start_pos + len(s.tokens))
             vis = torch.cat([page.anc[sid], torch.tensor(page.slots[sid], dtype=torch.long)])
-            block = mask[row:row + n]
+            block = mask[row:row + n + d]
             block.index_fill_(1, vis, 0.0)
             new = base + row
-            block[:, new:new + n] = torch.triu(torch.full((n, n), NEG_INF), diagonal=1)
-            page.slots[sid].extend(self.arena.reserve(n, page.pid))
-            row += n
-            last_rows.append(row - 1)
-        logits = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(last_rows))
+            block[:n, new:new + n] = torch.triu(torch.full((n, n), NEG_INF), diagonal=1)
+            block[n:, new:new + n] = 0.0  # draft nodes see every pending token ...
+            if tree:  # ... and their own ancestors in the draft tree
+                ids[row + n:row + n + d] = torch.tensor(tree.tokens)
+                pos[row + n:row + n + d] = s.start_pos + len(s.tokens) - 1 + torch.tensor(tree.depths())
+                block[n:, new + n:new + n + d] = torch.zeros(d, d).masked_fill(~tree.ancestor_mask(), NEG_INF)
+            slots = self.arena.reserve(n + d, page.pid)
+            page.slots[sid].extend(slots[:n])
+            draft_slots.append(slots[n:])
+            keep.extend(range(row + n - 1, row + n + d))
+            row += n + d
+        logits = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep))
         self.forward_passes += 1
         touched: dict[int, list[int]] = {}
-        for (page, sid, _), lg in zip(work, logits):
+        at = 0
+        for (page, sid, _, tree), dslots in zip(work, draft_slots):
+            d = len(tree) if tree else 0
+            choices = self._choose(page, sid, tree, logits[at:at + 1 + d])
+            at += 1 + d
+            verdict = self.policy.accept(tree, choices) if tree else Verdict([], choices[:1])
+            self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
+            page.drafted += d
+            page.accepted += len(verdict.nodes)
             touched.setdefault(page.pid, []).append(sid)
-            self._emit(page, sid, lg)
+            self._extend(page, sid, verdict.tokens, [dslots[i] for i in verdict.nodes])
         for page in self.active:
             if page.pid in touched:
                 page.steps += 1
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
 
-    def _emit(self, page: _Page, sid: int, logits: torch.Tensor) -> None:
-        """Choose the next token of `sid` (greedy), append it, apply forks, ends and limits."""
-        g = page.graph
+    def _choose(self, page: _Page, sid: int, tree: DraftTree | None, logits: torch.Tensor) -> list[int]:
+        """Greedy token after the stream's last token (row 0) and after each draft node."""
         if self.processors:
-            ctx = torch.tensor([g.context(sid)], dtype=torch.long)
-            scores = logits[None]
-            for proc in self.processors:
-                scores = proc(ctx, scores)
-            logits = scores[0]
-        token = int(torch.argmax(logits))
-        g.append(sid, [token])
+            ctx = page.graph.context(sid)
+            rows = [ctx] + ([ctx + [tree.tokens[j] for j in tree.path(i)] for i in range(len(tree))] if tree else [])
+            out = []
+            for c, lg in zip(rows, logits):
+                scores = lg[None]
+                for proc in self.processors:
+                    scores = proc(torch.tensor([c], dtype=torch.long), scores)
+                out.append(int(torch.argmax(scores[0])))
+            return out
+        return logits.argmax(-1).tolist()
+
+    def _emit(self, page: _Page, sid: int, logits: torch.Tensor) -> None:
+        """The first token of a stream after prefill."""
+        self._extend(page, sid, self._choose(page, sid, None, logits[None]), [])
+
+    def _extend(self, page: _Page, sid: int, tokens: list[int], kv_slots: list[int]) -> None:
+        """Append accepted tokens (the first `len(kv_slots)` already have KV, the last is
+        pending), applying ends, forks and limits token by token."""
+        g = page.graph
         s = g[sid]
-        if self.policy.is_end(g, sid, token):
-            g.finish(sid, "eos")
-        else:
-            for fork in self.policy.forks(g, sid, len(s.tokens) - 1):
-                self._fork(page, fork)
-            if s.live and s.generated >= self.cfg.max_new_tokens:
-                g.finish(sid, "max_new_tokens", cut=True)
-                page.flags.append(f"cut: stream {sid} ({s.label}) reached max_new_tokens={self.cfg.max_new_tokens}")
-        if not s.live:
-            self._free_finished(page)
+        for j, token in enumerate(tokens):
+            g.append(sid, [token])
+            if j < len(kv_slots):
+                page.slots[sid].append(kv_slots[j])
+            if self.policy.is_end(g, sid, token):
+                g.finish(sid, "eos")
+            else:
+                for fork in self.policy.forks(g, sid, len(s.tokens) - 1):
+                    self._fork(page, fork)
+                if s.live and s.generated >= self.cfg.max_new_tokens:
+                    g.finish(sid, "max_new_tokens", cut=True)
+                    page.flags.append(f"cut: stream {sid} ({s.label}) reached max_new_tokens={self.cfg.max_new_tokens}")
+            if not s.live:
+                self.arena.free(kv_slots[j + 1:])
+                self._free_finished(page)
+                return
 
     def _fork(self, page: _Page, fork: Fork) -> None:
         g = page.graph
@@ -230,4 +270,4 @@ class Engine:
         page.slots.clear()
         now = time.perf_counter()
         return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
-                          page.flags, page.timeline, page.sample)
+                          page.flags, page.timeline, page.sample, page.drafted, page.accepted)

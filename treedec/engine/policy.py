@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from treedec.engine.draft import DraftTree, Verdict
 from treedec.graph import DecodingGraph
 
 
@@ -22,3 +23,9 @@ class Policy(Protocol):
 
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
         """Does `token` end stream `sid`?"""
+
+    def draft(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
+        """A draft tree continuing `sid`, or None (no speculation)."""
+
+    def accept(self, tree: DraftTree, choices: list[int]) -> Verdict:
+        """Which draft nodes to keep, given the model's token after each row."""

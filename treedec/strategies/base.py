@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from treedec.engine.draft import Drafter, DraftTree, Verdict, accept_greedy
 from treedec.engine.policy import Fork
 from treedec.graph import DecodingGraph
 from treedec.page import Page
@@ -28,6 +29,8 @@ class Strategy:
     target: Target  # ground truth as a graph: training data and oracle depth
     fork_rule: ForkRule | None = None
     nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
+    drafter: Drafter | None = None
+    acceptor: Callable[[DraftTree, list[int]], Verdict] = accept_greedy
 
     # --- the engine's Policy
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:
@@ -35,6 +38,12 @@ class Strategy:
 
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
         return token == self.tokenizer.eos_id
+
+    def draft(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
+        return self.drafter.propose(graph, sid, sample) if self.drafter else None
+
+    def accept(self, tree: DraftTree, choices: list[int]) -> Verdict:
+        return self.acceptor(tree, choices)
 
     # --- output
     def flat_text(self, graph: DecodingGraph) -> str:

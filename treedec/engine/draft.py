@@ -1,0 +1,87 @@
+"""The draft / verify contract every drafter shares (pipeline n-grams, MTP heads, prompt
+lookup): a drafter proposes a token tree for a stream; one forward scores the stream's
+pending token and every draft node under the ancestor mask; an acceptor keeps the
+longest path the model agrees with plus one bonus token."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from treedec.graph import DecodingGraph
+
+
+@dataclass
+class DraftTree:
+    """Draft nodes in topological order: `tokens[i]` continues node `parents[i]`
+    (-1 = the stream's last token, i.e. the root of the tree)."""
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+
+    def __post_init__(self):
+        if len(self.tokens) != len(self.parents):
+            raise ValueError("a draft tree needs one parent per token")
+        for i, p in enumerate(self.parents):
+            if not -1 <= p < i:
+                raise ValueError(f"draft node {i} has parent {p}; parents must come first")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @classmethod
+    def chain(cls, tokens: list[int]) -> "DraftTree":
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)))
+
+    def depths(self) -> list[int]:
+        d: list[int] = []
+        for p in self.parents:
+            d.append(1 if p < 0 else d[p] + 1)
+        return d
+
+    def path(self, node: int) -> list[int]:
+        """Nodes from the root down to `node`."""
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.parents[node]
+        return out[::-1]
+
+    def ancestor_mask(self) -> torch.Tensor:
+        """[n, n] bool: node i sees node j (j on i's path, i included) — built by copying
+        the parent's row (Medusa/EAGLE style)."""
+        n = len(self.tokens)
+        m = torch.zeros(n, n, dtype=torch.bool)
+        for i, p in enumerate(self.parents):
+            if p >= 0:
+                m[i] = m[p]
+            m[i, i] = True
+        return m
+
+
+class Drafter(Protocol):
+    def propose(self, graph: DecodingGraph, sid: int, page: object) -> DraftTree | None:
+        """A draft tree continuing stream `sid` (after its last token), or None."""
+
+
+@dataclass
+class Verdict:
+    nodes: list[int]  # accepted draft nodes, root to leaf
+    tokens: list[int]  # their tokens followed by the bonus token
+
+
+def accept_greedy(tree: DraftTree, choices: list[int]) -> Verdict:
+    """Exact greedy acceptance. `choices[0]` is the model's token after the stream's last
+    token, `choices[1 + i]` its token after draft node i. Walk down while a child of the
+    current node carries the model's token; the model's token at the stop is the bonus."""
+    children: dict[int, dict[int, int]] = {}
+    for i, (t, p) in enumerate(zip(tree.tokens, tree.parents)):
+        children.setdefault(p, {}).setdefault(t, i)
+    node, nodes = -1, []
+    while True:
+        want = choices[node + 1]
+        nxt = children.get(node, {}).get(want)
+        if nxt is None:
+            return Verdict(nodes, [tree.tokens[i] for i in nodes] + [want])
+        nodes.append(nxt)
+        node = nxt
