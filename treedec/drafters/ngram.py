@@ -1,0 +1,69 @@
+"""HSD's draft-target matching: find the stream's last w tokens in fixed drafts and
+propose what follows them.
+
+w starts at `w_min` and grows (up to `w_max`) while several places match; one match
+proposes the rest of that draft (capped at `max_depth`); several build a prefix tree of
+their continuations (depth <= `max_depth`, <= `max_nodes` nodes) verified in one forward.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from treedec.engine.draft import DraftTree
+
+
+@dataclass
+class NgramMatcher:
+    w_min: int = 3
+    w_max: int = 10
+    max_depth: int = 15
+    max_nodes: int = 128
+
+    def matches(self, history: list[int], drafts: list[list[int]]) -> list[tuple[int, int]]:
+        """(draft, index after the match) of every occurrence of the longest suffix of
+        `history` (w_min..w_max tokens) that still matches somewhere."""
+        if len(history) < self.w_min:
+            return []
+        w = self.w_min
+        found = self._find(history[-w:], drafts)
+        while len(found) > 1 and w < min(self.w_max, len(history)):
+            longer = self._find(history[-(w + 1):], drafts)
+            if not longer:
+                break
+            w, found = w + 1, longer
+        return found
+
+    @staticmethod
+    def _find(suffix: list[int], drafts: list[list[int]]) -> list[tuple[int, int]]:
+        n = len(suffix)
+        out = []
+        for d, seq in enumerate(drafts):
+            first = suffix[0]
+            for j in range(len(seq) - n + 1):
+                if seq[j] == first and seq[j:j + n] == suffix:
+                    out.append((d, j + n))
+        return out
+
+    def propose(self, history: list[int], drafts: list[list[int]]) -> DraftTree | None:
+        found = [(d, j) for d, j in self.matches(history, drafts) if j < len(drafts[d])]
+        if not found:
+            return None
+        if len(found) == 1:
+            d, j = found[0]
+            return DraftTree.chain(drafts[d][j:j + self.max_depth])
+        tokens: list[int] = []
+        parents: list[int] = []
+        index: dict[tuple[int, int], int] = {}  # (parent node, token) -> node
+        for d, j in found:
+            parent = -1
+            for t in drafts[d][j:j + self.max_depth]:
+                node = index.get((parent, t))
+                if node is None:
+                    if len(tokens) >= self.max_nodes:
+                        break
+                    node = len(tokens)
+                    tokens.append(t)
+                    parents.append(parent)
+                    index[(parent, t)] = node
+                parent = node
+        return DraftTree(tokens, parents)
