@@ -10,7 +10,7 @@ from treedec.engine.engine import Engine
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter
 from treedec.serialize import page_to_flat
-from treedec.strategies.base import STRATEGIES
+from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import TOK, ForcedRows, prompt, tiny_llama
 from test_engine import hf_greedy
@@ -23,13 +23,15 @@ def test_every_strategy_has_a_config_and_every_config_binds():
     assert set(configs) == set(STRATEGIES.names())
     for name, cfg in configs.items():
         assert cfg.name == name
-        strategy = STRATEGIES.get(cfg.name)(TOK)
+        strategy = build_strategy(OmegaConf.to_container(cfg), TOK)  # every key binds to the factory
         assert strategy.name == name
 
 
-def test_unknown_strategy_suggests_the_closest():
+def test_unknown_strategy_or_key_is_a_user_error():
     with pytest.raises(UserError, match="did you mean 'padoc'"):
         STRATEGIES.get("padc")
+    with pytest.raises(UserError, match="bad config for strategy 'hsd'"):
+        build_strategy({"name": "hsd", "window": 4}, TOK)
 
 
 @pytest.mark.parametrize("name", ["sequential", "padoc", "padoc_rows"])

@@ -27,11 +27,22 @@ class PageRecord:
     flags: list[str] = field(default_factory=list)
     timeline: list[list[int]] = field(default_factory=list)
     gt: Page | None = None
+    drafted: int = 0
+    accepted: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accepted_per_step(self) -> float:
+        """Tokens a stream gains per forward it takes part in (1 without drafts; HSD's AAL)."""
+        stream_steps = sum(len(t) for t in self.timeline)
+        return self.generated / stream_steps if stream_steps else 0.0
 
     def figures(self) -> dict[str, Any]:
         return {"steps": self.steps, "generated_tokens": self.generated, "streams": self.streams,
                 "tokens_per_step": self.generated / self.steps if self.steps else 0.0,
-                "latency_s": self.latency_s, "queue_s": self.queue_s, "flags": self.flags}
+                "accepted_per_step": self.accepted_per_step,
+                "latency_s": self.latency_s, "queue_s": self.queue_s, "drafted_tokens": self.drafted,
+                "accepted_tokens": self.accepted, **self.extra, "flags": self.flags}
 
 
 @dataclass
@@ -49,6 +60,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     from tqdm import tqdm
 
     samples = list(samples)
+    t_start = time.perf_counter()
+    before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
     records: dict[str, PageRecord] = {}
     items = []
     for s in samples:
@@ -66,8 +79,12 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     for r in engine.run(items):
         records[r.name] = _record(r, strategy)
         bar.update(1)
-    wall = time.perf_counter() - t0
     bar.close()
+    for name, extra in before.items():  # work done before decoding (HSD stage 1) is on the page's path
+        if name in records:
+            records[name].steps += extra.get("stage1_steps", 0)
+            records[name].extra = extra
+    wall = time.perf_counter() - (t_start if before else t0)
     return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes)
 
 
@@ -78,4 +95,4 @@ def _record(r: PageResult, strategy: Strategy) -> PageRecord:
     parsed = parse_flat(text, width, height, image_path=sample.name)
     flags = list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
-                      flags, r.timeline, sample.page)
+                      flags, r.timeline, sample.page, r.drafted, r.accepted)

@@ -10,7 +10,7 @@ from treedec.data import open_dataset
 from treedec.depth import page_depth
 from treedec.models.vlm import vlm_tokenizer
 from treedec.outputs import RunOutput
-from treedec.strategies.base import STRATEGIES
+from treedec.strategies.base import build_strategy
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -45,7 +45,7 @@ def plot_depths(rows: list[dict], path) -> None:
 
 
 def main(cfg, out: RunOutput) -> dict:
-    strategy = STRATEGIES.get(cfg.strategy.name)(vlm_tokenizer())
+    strategy = build_strategy(cfg.strategy, vlm_tokenizer())
     data = open_dataset(cfg.data, render=False)
     rows = []
     for sample in tqdm(data, total=len(data), desc="depth", unit="page"):

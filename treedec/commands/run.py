@@ -17,7 +17,7 @@ from treedec.evaluate import evaluate_pages
 from treedec.models.vlm import load_vlm
 from treedec.outputs import RunOutput
 from treedec.runner import RunResult, parse_pages
-from treedec.strategies.base import STRATEGIES
+from treedec.strategies.base import build_strategy
 
 
 def speed_figures(res: RunResult) -> dict[str, Any]:
@@ -28,6 +28,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "median_steps": float(np.median(steps)) if steps else None,
         "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
         "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
+        "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
         "generated_tokens": int(sum(r.generated for r in recs)),
         "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
         "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
@@ -88,9 +89,8 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
     plt.close(fig)
 
 
-def _run(cfg, vlm, name: str, samples, engine_cfg) -> RunResult:
-    strategy = STRATEGIES.get(name)(vlm.tokenizer)
-    return parse_pages(vlm, strategy, samples, engine_cfg)
+def _run(strategy_cfg, vlm, samples, engine_cfg) -> RunResult:
+    return parse_pages(vlm, build_strategy(strategy_cfg, vlm.tokenizer), samples, engine_cfg)
 
 
 def main(cfg, out: RunOutput) -> dict:
@@ -100,11 +100,11 @@ def main(cfg, out: RunOutput) -> dict:
     engine_cfg = EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
     vlm = load_vlm(cfg.model)
     samples = list(open_dataset(cfg.data))
-    main_res = _run(cfg, vlm, cfg.strategy.name, samples, engine_cfg)
+    main_res = _run(cfg.strategy, vlm, samples, engine_cfg)
     results = [main_res]
     base = None
     if cfg.compare:
-        base = _run(cfg, vlm, cfg.compare, samples, engine_cfg)
+        base = _run({"name": cfg.compare}, vlm, samples, engine_cfg)
         results.append(base)
     quality, per_page_q = quality_figures(main_res)
     speed = speed_figures(main_res)

@@ -3,11 +3,13 @@ graph it is trained on) + a fork rule (+ drafter and acceptor, later). Composed,
 subclassed: a new strategy is one small file registering a factory."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from treedec.engine.draft import Drafter, DraftTree, Verdict, accept_greedy
 from treedec.engine.policy import Fork
+from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.registry import Registry
@@ -21,6 +23,17 @@ Target = Callable[[Page, Tokenizer, list[int]], DecodingGraph]
 STRATEGIES: Registry[Callable[..., "Strategy"]] = Registry("strategy", "treedec.strategies", "treedec.strategies")
 
 
+def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer) -> "Strategy":
+    """The strategy a `strategy` config names, its other keys passed to the factory."""
+    params = {k: v for k, v in cfg.items() if k != "name"}
+    factory = STRATEGIES.get(cfg["name"])
+    try:
+        inspect.signature(factory).bind(tokenizer, **params)
+    except TypeError as e:
+        raise UserError(f"bad config for strategy {cfg['name']!r}: {e}") from None
+    return factory(tokenizer, **params)
+
+
 @dataclass
 class Strategy:
     name: str
@@ -31,6 +44,7 @@ class Strategy:
     nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
     drafter: Drafter | None = None
     acceptor: Callable[[DraftTree, list[int]], Verdict] = accept_greedy
+    prepare: Callable[..., dict[str, dict]] | None = None  # work before decoding (HSD stage 1): per-page figures
 
     # --- the engine's Policy
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:

@@ -168,17 +168,21 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
     col_i, row = 0, top
     tables = figures = 0
     placed = 0
+    misses = 0
     while placed < n_regions and col_i < len(columns):
         x0, width = columns[col_i]
         kind = rng.choices(kinds, weights)[0]
         room = bottom - row
         height = _place(cv, rng, cfg, kind, x0, row, width, room, tables, figures)
-        if height is None:  # does not fit: next column, else stop
+        if height is None:  # does not fit: try another kind, then the next column, else stop
+            misses += 1
+            if misses < 4:
+                continue
+            misses = 0
             col_i += 1
             row = top
-            if col_i >= len(columns):
-                break
             continue
+        misses = 0
         tables += kind == "table"
         figures += kind == "figure"
         row += height + 1

@@ -1,0 +1,97 @@
+"""HSD: hierarchical speculative decoding from a pipeline OCR's drafts (training-free).
+
+Stage 1: every draft region is cropped and decoded by the target model (prompt mode
+`crop`) with the region's draft as speculation; stage 2: the page is decoded with the
+stage-1 outputs as drafts, by the base strategy — `sequential` (HSD as published) or
+`padoc` (`padoc_hsd`: the layout stream drafted from the draft layout, every content
+branch from the draft region its box overlaps). Acceptance is exact greedy, so the
+pages equal the base strategy's; a page's depth is its stage-1 depth (its crops run in
+parallel) plus its stage-2 depth.
+"""
+from __future__ import annotations
+
+import copy
+
+from treedec.data.synth import Sample
+from treedec.drafters.ngram import NgramMatcher
+from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
+from treedec.errors import UserError
+from treedec.serialize import EOS
+from treedec.strategies.base import STRATEGIES, Strategy
+from treedec.strategies.padoc import layout_fork, tree_target
+from treedec.strategies.sequential import flat_target
+from treedec.tokenizer import Tokenizer
+from treedec.training.examples import CROP_CATEGORIES, crop_image
+
+
+def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None) -> dict:
+    if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
+        return {s.name: s.page for s in samples if s.page is not None}
+    from treedec.drafters.cache import draft_pages
+
+    return draft_pages([s for s in samples if s.image is not None], cache_dir)
+
+
+class TwoStages:
+    """The `prepare` step: draft every page (pipeline OCR), then refine each draft region by
+    decoding its crop with the target model (stage 1)."""
+
+    def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, source: str, stage1: bool, cache_dir: str | None,
+                 matcher: NgramMatcher):
+        self.tok, self.drafter, self.source, self.stage1, self.cache_dir = tok, drafter, source, stage1, cache_dir
+        self.matcher = matcher
+
+    def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
+        from treedec.runner import parse_pages
+
+        pages = _draft_pages(samples, self.source, self.cache_dir)
+        figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
+        if self.stage1:
+            pages = {n: copy.deepcopy(p) for n, p in pages.items()}
+            jobs = []  # (page name, its draft block, the block's crop)
+            for s in samples:
+                page = pages.get(s.name)
+                if page is None or s.image is None:
+                    continue
+                for k, b in enumerate(page.reading_order()):
+                    if b.category in CROP_CATEGORIES and b.content:
+                        jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, b.bbox))))
+            seq = SequenceDrafter(self.matcher)
+            seq.seqs = {c.name: self.tok.encode(b.content) + [self.tok.eos_id] for _, b, c in jobs}
+            crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target, drafter=seq)
+            records = parse_pages(vlm, crop_strategy, [c for _, _, c in jobs], engine_cfg, progress, warmup=False).records
+            for (name, block, _), rec in zip(jobs, records):
+                block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
+                f = figures[name]
+                f["stage1_steps"] = max(f["stage1_steps"], rec.steps)
+                f["stage1_crops"] += 1
+        self.drafter.pages = pages
+        return figures
+
+
+def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
+         w_max: int, max_depth: int, max_nodes: int) -> Strategy:
+    if drafts not in ("pipeline", "oracle"):
+        raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
+    matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes)
+    if base == "sequential":
+        strategy = Strategy(name, "flat", tokenizer, flat_target)
+    else:
+        strategy = Strategy(name, "tree", tokenizer, tree_target, layout_fork)
+    strategy.drafter = PageDraftDrafter(tokenizer, strategy.mode, matcher)
+    strategy.prepare = TwoStages(tokenizer, strategy.drafter, drafts, stage1, cache_dir, matcher)
+    return strategy
+
+
+@STRATEGIES.register("hsd")
+def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
+        w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128) -> Strategy:
+    """HSD as published: sequential decoding verified against pipeline drafts."""
+    return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes)
+
+
+@STRATEGIES.register("padoc_hsd")
+def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
+              w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128) -> Strategy:
+    """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
+    return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes)
