@@ -16,6 +16,7 @@ COMMANDS = {
     "depth": "oracle decoding depth of a data set (model-free)",
     "run": "parse pages with a strategy; quality, depth and speed (compare=STRATEGY for ratios)",
     "train": "train the tiny document VLM on synthetic pages (resumes from out/checkpoints)",
+    "evaluate": "score predicted pages (Markdown or JSON per page) against OmniDocBench ground truth",
     "list": "list commands, config groups and their options",
 }
 
@@ -109,7 +110,8 @@ def _task(command: str):
             module = importlib.import_module(f"treedec.commands.{command}")
             summary = module.main(cfg, out)
             if summary is not None:
-                summary = out.summary(summary, command)
+                if "meta" not in summary:  # commands that write their own summary return it with meta
+                    summary = out.summary(summary, command)
                 logger = make_logger(cfg.get("logger"), out.dir, cfg)
                 logger.log({k: v for k, v in summary.items() if isinstance(v, (int, float))})
                 logger.finish()

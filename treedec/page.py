@@ -12,7 +12,8 @@ from typing import Any
 TEXT_CATEGORIES = (
     "title", "text_block", "figure_caption", "figure_footnote", "table_caption",
     "table_footnote", "equation_caption", "header", "footer", "page_number",
-    "page_footnote", "abandon", "code_txt", "code_txt_caption", "reference",
+    "page_footnote", "abandon", "code_txt", "code_txt_caption", "reference", "code_algorithm",
+    "code_algorithm_caption",
 )
 CATEGORIES = TEXT_CATEGORIES + ("figure", "table", "equation_isolated", "text_mask", "table_mask")
 CONTENT_FIELD = {"table": "html", "equation_isolated": "latex"}  # all others: "text"

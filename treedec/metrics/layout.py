@@ -1,0 +1,68 @@
+"""Layout detection quality: precision, recall and F1 of predicted boxes at IoU >= 0.5
+with the same category, pairing greedily by IoU (each box used once)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from treedec.page import Page
+
+Box = tuple[float, float, float, float]
+SKIPPED = frozenset({"text_mask", "table_mask"})
+IOU_THRESHOLD = 0.5
+
+
+def iou(a: Box, b: Box) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@dataclass
+class LayoutCounts:
+    matched: int = 0
+    predicted: int = 0
+    annotated: int = 0
+
+    def add(self, other: "LayoutCounts") -> None:
+        self.matched += other.matched
+        self.predicted += other.predicted
+        self.annotated += other.annotated
+
+    @property
+    def precision(self) -> float | None:
+        return self.matched / self.predicted if self.predicted else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.matched / self.annotated if self.annotated else None
+
+    @property
+    def f1(self) -> float | None:
+        """2 TP / (2 TP + FP + FN): 0 when nothing was predicted on an annotated page."""
+        total = self.predicted + self.annotated
+        return 2 * self.matched / total if total else None
+
+
+def _boxes(page: Page, sx: float = 1.0, sy: float = 1.0) -> list[tuple[str, Box]]:
+    return [(b.category, (b.bbox[0] * sx, b.bbox[1] * sy, b.bbox[2] * sx, b.bbox[3] * sy))
+            for b in page.blocks if b.category not in SKIPPED]
+
+
+def layout_counts(pred: Page, gt: Page, threshold: float = IOU_THRESHOLD) -> LayoutCounts:
+    """Counts for one page; predicted boxes are scaled to the ground truth's page size."""
+    preds = _boxes(pred, gt.width / pred.width, gt.height / pred.height)
+    gts = _boxes(gt)
+    candidates = sorted(((iou(pb, gb), i, j) for i, (pc, pb) in enumerate(preds)
+                         for j, (gc, gb) in enumerate(gts) if pc == gc), reverse=True)
+    used_p, used_g = set(), set()
+    for overlap, i, j in candidates:
+        if overlap < threshold:
+            break
+        if i not in used_p and j not in used_g:
+            used_p.add(i)
+            used_g.add(j)
+    return LayoutCounts(len(used_p), len(preds), len(gts))

@@ -1,0 +1,48 @@
+"""Plot helpers (matplotlib, Agg canvas: no display, no global pyplot state)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def histogram(values: Sequence[float], path: str | Path, title: str, xlabel: str, bins: int = 20) -> Path:
+    """Histogram of one per-page figure (None values left out)."""
+    data = [v for v in values if v is not None]
+    fig = Figure(figsize=(6, 3.6))
+    ax = fig.add_subplot()
+    ax.hist(data, bins=bins, color="tab:blue", alpha=0.8)
+    ax.set_title(f"{title} ({len(data)} pages)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("pages")
+    return _save(fig, path)
+
+
+def per_page_bars(per_page: Mapping[str, Mapping], keys: Sequence[str], path: str | Path, title: str) -> Path:
+    """Horizontal grouped bars: one group per page, one bar per figure in `keys` (missing
+    figures drawn as no bar). Page names are shortened to 40 characters."""
+    names = list(per_page)
+    height = 0.8 / max(1, len(keys))
+    fig = Figure(figsize=(8, 1.2 + 0.28 * len(names) * max(1, len(keys)) ** 0.5))
+    ax = fig.add_subplot()
+    for k, key in enumerate(keys):
+        values = [per_page[n].get(key) for n in names]
+        ys = [i + k * height for i in range(len(names))]
+        ax.barh(ys, [v if v is not None else 0 for v in values], height=height, label=key)
+    ax.set_yticks([i + height * (len(keys) - 1) / 2 for i in range(len(names))])
+    ax.set_yticklabels([n if len(n) <= 40 else n[:37] + "..." for n in names], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_title(title, pad=22)
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(keys), frameon=False)
+    return _save(fig, path)
