@@ -77,7 +77,7 @@ class Engine:
         self.model, self.policy = model, policy
         self.cfg = config or EngineConfig()
         self.processors = list(processors)
-        self.arena = KVArena(model.new_cache())
+        self.arena = KVArena()
         self.active: list[_Page] = []
         self._next_pid = 0
         self.forward_passes = 0

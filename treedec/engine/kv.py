@@ -3,15 +3,77 @@
 A slot is an index along the cache's sequence dimension. Shared prefixes are stored
 once: a branch refers to its ancestors' slots, it never copies them. Freed slots are
 masked out at once and reclaimed by `compact`, which returns the old -> new map.
+Each layer's K/V live in a preallocated buffer that grows by doubling, so appending a
+step's tokens writes in place instead of re-concatenating the whole cache.
 """
 from __future__ import annotations
 
 import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+
+class ArenaLayer(DynamicLayer):
+    """A cache layer over a growable buffer; `keys`/`values` are views of its filled part."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.size = 0
+        self._k = self._v = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.dtype, self.device = key_states.dtype, key_states.device
+        b, h, _, d = key_states.shape
+        self._k = key_states.new_empty(b, h, 256, d)
+        self._v = value_states.new_empty(b, h, 256, value_states.shape[-1])
+        self.is_initialized = True
+
+    def _grow(self, need: int) -> None:
+        cap = self._k.shape[2]
+        if need <= cap:
+            return
+        cap = max(need, 2 * cap)
+        k, v = self._k.new_empty(*self._k.shape[:2], cap, self._k.shape[3]), self._v.new_empty(*self._v.shape[:2], cap, self._v.shape[3])
+        k[:, :, :self.size], v[:, :, :self.size] = self._k[:, :, :self.size], self._v[:, :, :self.size]
+        self._k, self._v = k, v
+
+    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys, self.values = self._k[:, :, :self.size], self._v[:, :, :self.size]
+        return self.keys, self.values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[2]
+        self._grow(self.size + n)
+        self._k[:, :, self.size:self.size + n] = key_states
+        self._v[:, :, self.size:self.size + n] = value_states
+        self.size += n
+        return self._views()
+
+    def keep(self, idx: torch.Tensor) -> None:
+        """Keep only the slots `idx` (sorted), moved to the front."""
+        if not self.is_initialized:
+            return
+        n = len(idx)
+        self._k[:, :, :n] = self._k[:, :, :self.size].index_select(2, idx)
+        self._v[:, :, :n] = self._v[:, :, :self.size].index_select(2, idx)
+        self.size = n
+        self._views()
+
+    def get_seq_length(self) -> int:
+        return self.size
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.size + query_length, 0
+
+
+def arena_cache() -> Cache:
+    return Cache(layer_class_to_replicate=ArenaLayer)
 
 
 class KVArena:
-    def __init__(self, cache):
-        self.cache = cache  # an HF DynamicCache; forward passes append to it
+    def __init__(self, cache: Cache | None = None):
+        self.cache = cache if cache is not None else arena_cache()  # forward passes append to it
         self.owner: list[int] = []  # page id per slot, -1 when free
 
     @property
@@ -49,9 +111,7 @@ class KVArena:
             return None
         idx = torch.tensor(keep, dtype=torch.long)
         for layer in self.cache.layers:
-            if layer.keys is not None and layer.keys.numel():
-                layer.keys = layer.keys.index_select(2, idx)
-                layer.values = layer.values.index_select(2, idx)
+            layer.keep(idx)
         remap = torch.full((len(self.owner),), -1, dtype=torch.long)
         remap[idx] = torch.arange(len(keep))
         self.owner = [self.owner[i] for i in keep]
