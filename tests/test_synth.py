@@ -60,3 +60,22 @@ def test_text_is_drawn_where_the_box_says():
 def test_bad_config_is_refused(bad):
     with pytest.raises(ValueError):
         SynthConfig(**bad)
+
+
+@pytest.mark.parametrize("wrap", ["word", "hard"])
+def test_char_cells_point_at_their_glyphs(wrap):
+    cfg = SynthConfig(wrap=wrap)
+    cw, ch = cfg.cell
+    for seed in range(10):
+        s = generate_page(seed, cfg)
+        ink = np.asarray(s.image.convert("L")) < 128
+        for i, cells in s.cells.items():
+            content = s.page.blocks[i].content
+            assert len(cells) == len(content)
+            for c, cell in zip(content, cells):
+                if cell is None:
+                    assert c == " " and wrap == "word"
+                    continue
+                r, k = cell
+                glyph = ink[r * ch:(r + 1) * ch, k * cw:(k + 1) * cw]
+                assert glyph.any() == (c != " "), (seed, i, c, cell)

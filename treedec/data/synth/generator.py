@@ -29,6 +29,7 @@ class SynthConfig:
     columns: str = "mixed"  # one | two | mixed
     text_mode: str = "mixed"  # words | random | mixed
     para_words: tuple[int, int] = (3, 24)
+    wrap: str = "word"  # word: break lines between words | hard: fill every line, break anywhere
     kinds: dict[str, float] = field(default_factory=lambda: {
         "text_block": 0.55, "title": 0.15, "table": 0.12, "equation_isolated": 0.1, "figure": 0.08})
     table_rows: tuple[int, int] = (2, 4)
@@ -42,6 +43,8 @@ class SynthConfig:
         self.regions = tuple(self.regions)
         if self.columns not in ("one", "two", "mixed"):
             raise ValueError(f"columns must be one, two or mixed, got {self.columns!r}")
+        if self.wrap not in ("word", "hard"):
+            raise ValueError(f"wrap must be word or hard, got {self.wrap!r}")
         if self.text_mode not in ("words", "random", "mixed"):
             raise ValueError(f"text_mode must be words, random or mixed, got {self.text_mode!r}")
         cols = self.width // self.cell[0] - 2 * self.margin
@@ -56,10 +59,18 @@ class SynthConfig:
 
 @dataclass
 class Sample:
-    """One page: its ground truth and (unless rendering was skipped) its image."""
+    """One page: its ground truth and (unless rendering was skipped) its image. `cells`
+    maps a block's index to the glyph cell (row, col) of each character of its content
+    (None for a character not drawn on the grid, e.g. the space a line break replaced);
+    only blocks drawn as grid text have an entry (a training signal for grounding)."""
     name: str
     page: Page | None
     image: Image.Image | None
+    cells: dict[int, list[tuple[int, int] | None]] = field(default_factory=dict)
+
+
+def _hard_wrap(text: str, width: int) -> list[str]:
+    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -90,6 +101,7 @@ class _Canvas:
         self.img = Image.new("L", (cfg.width, cfg.height), 255) if render else None
         self.draw = ImageDraw.Draw(self.img) if render else None
         self.blocks: list[Block] = []
+        self.cells: dict[int, list[tuple[int, int] | None]] = {}
 
     def add(self, category: str, box: tuple[float, float, float, float], content: str) -> None:
         self.blocks.append(Block(category=category, bbox=box, content=content, order=len(self.blocks) + 1))
@@ -100,7 +112,14 @@ class _Canvas:
                 draw_text_line(self.draw, col * self.cw, (row + i) * self.ch, line, self.cfg.cell, bold)
         width = max(len(l) for l in lines)
         box = (col * self.cw, row * self.ch, (col + width) * self.cw, (row + len(lines)) * self.ch)
-        self.add(category, box, " ".join(lines))
+        joiner = "" if self.cfg.wrap == "hard" else " "
+        cells: list[tuple[int, int] | None] = []
+        for i, line in enumerate(lines):
+            if i and joiner:
+                cells.append(None)
+            cells += [(row + i, col + j) for j in range(len(line))]
+        self.cells[len(self.blocks)] = cells
+        self.add(category, box, joiner.join(lines))
 
 
 def _table_size(grid, cw: int, ch: int) -> tuple[list[int], int]:
@@ -205,7 +224,7 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
             arr += np.random.default_rng(seed).normal(0, cfg.noise, arr.shape)
             image = Image.fromarray((np.clip(arr, 0, 1) * 255).astype(np.uint8))
         image = image.convert("RGB")
-    return Sample(name, page, image)
+    return Sample(name, page, image, cv.cells)
 
 
 def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int, row: int, width: int,
@@ -217,7 +236,7 @@ def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int
         text = C.sentence(rng, n, cfg.text_mode)
         if kind == "title":
             text = text.rstrip(".").capitalize()
-        lines = _wrap(text, width)
+        lines = (_hard_wrap if cfg.wrap == "hard" else _wrap)(text, width)
         if len(lines) > room:
             lines = lines[:room]
         if not lines or room < 1:
