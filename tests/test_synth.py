@@ -77,5 +77,5 @@ def test_char_cells_point_at_their_glyphs(wrap):
                     assert c == " " and wrap == "word"
                     continue
                 r, k = cell
-                glyph = ink[r * ch:(r + 1) * ch, k * cw:(k + 1) * cw]
-                assert glyph.any() == (c != " "), (seed, i, c, cell)
+                if c != " ":  # every drawn character has ink in its own cell
+                    assert ink[r * ch:(r + 1) * ch, k * cw:(k + 1) * cw].any(), (seed, i, c, cell)
