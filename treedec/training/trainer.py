@@ -27,6 +27,7 @@ from treedec.models.attention import register
 from treedec.models.vlm import VLM, pixels
 from treedec.strategies.base import STRATEGIES
 from treedec.training.examples import crop_examples, page_example
+from treedec.training.grounding import GroundingConfig, Steer, Targets, content_rows, image_labels
 from treedec.training.packing import IGNORE, pack
 from treedec.training.schedule import lr_at, stage_at
 
@@ -49,6 +50,7 @@ class TrainConfig:
     log_every: int = 10
     stages: list[dict[str, Any]] = field(default_factory=lambda: [{"page": {}}])
     threads: int = 2
+    grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
 
     def __post_init__(self):
         self.strategies = list(self.strategies)
@@ -56,6 +58,10 @@ class TrainConfig:
             raise UserError("train.strategies must name at least one strategy")
         if self.attention not in ("tree", "dense"):
             raise UserError(f"train.attention must be tree or dense, got {self.attention!r}")
+        if isinstance(self.grounding, dict):
+            self.grounding = GroundingConfig(**self.grounding)
+        if self.grounding.enabled and self.attention != "tree":
+            raise UserError("train.grounding needs train.attention=tree")
 
 
 def _dist() -> tuple[int, int]:
@@ -84,32 +90,117 @@ class Trainer:
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
         self.strategies = [STRATEGIES.get(n)(vlm.tokenizer) for n in cfg.strategies]
+        for stage in cfg.stages:  # fail now, not hours into a run
+            self._page_config(dict(stage.get("page", {})))
+        self.grid = vlm.spec.image_size // vlm.spec.patch_size
+        self.heads = None
+        if cfg.grounding.enabled:
+            if vlm.spec.scale_factor != 1:
+                raise UserError("train.grounding needs model.spec.scale_factor=1 (one image token per glyph cell)")
+            hidden, vocab = vlm.model.config.text_config.hidden_size, vlm.model.config.text_config.vocab_size
+            self.heads = torch.nn.ModuleDict({"glyph": torch.nn.Linear(hidden, vocab), "pred": torch.nn.Linear(hidden, vocab)})
+            self.opt.add_param_group({"params": list(self.heads.parameters()), "weight_decay": 0.0})
+            self._feats: list[torch.Tensor] = []
+            self._hook = vlm.model.model.connector.register_forward_hook(lambda m, i, o: self._feats.append(o))
+        self.aux_stats: dict[str, float] = {}
         self.step = 0
         self.history: list[dict[str, float]] = []
 
     # ------------------------------------------------------------------ data
+    def _page_config(self, overrides: dict[str, Any]) -> SynthConfig:
+        """Synthetic pages of a curriculum stage: square pages of the model's image size by default."""
+        size = self.vlm.spec.image_size
+        try:
+            return SynthConfig(**{"width": size, "height": size, **overrides})
+        except (TypeError, ValueError) as e:
+            raise UserError(f"bad train.stages page config {overrides}: {e}") from None
+
     def batch(self, step: int):
         """This rank's share of the step's examples: packed ids/positions/labels, pixels."""
         cfg = self.cfg
         _, overrides = stage_at(step, cfg.stages)
-        page_cfg = SynthConfig(**{**dict(width=self.vlm.spec.image_size, height=self.vlm.spec.image_size), **overrides})
+        page_cfg = self._page_config(overrides)
         rng = random.Random(f"{cfg.seed}-{step}")
         seeds = [rng.randrange(1_000_000) for _ in range(cfg.pages_per_step)]
-        examples = []
+        examples, grounded = [], {}  # example index -> its page sample (grid-aligned pages only)
         for i, seed in enumerate(seeds):
             if i % self.world != self.rank:
                 continue
             sample = generate_page(seed, page_cfg)
+            grounded[len(examples)] = sample
             examples.append(page_example(sample, self.vlm, self.strategies[(step + i) % len(self.strategies)]))
             examples += crop_examples(sample, self.vlm, random.Random(seed), cfg.crops_per_page)
         packed = pack([e.graph for e in examples])
-        return packed, pixels([e.image for e in examples], self.vlm.spec.image_size), len(examples)
+        targets = self._targets(examples, grounded, packed, page_cfg) if self.heads is not None else None
+        return packed, pixels([e.image for e in examples], self.vlm.spec.image_size), len(examples), targets
+
+    def _targets(self, examples, grounded, packed, page_cfg) -> Targets:
+        """Rows predicting a grounded character, the image token of its cell, and per-image labels."""
+        if tuple(page_cfg.cell) != (self.vlm.spec.patch_size,) * 2:
+            raise UserError(f"train.grounding needs glyph cells of the patch size: data cell {tuple(page_cfg.cell)}, "
+                            f"patch {self.vlm.spec.patch_size}")
+        tok, grid = self.vlm.tokenizer, self.grid
+        t = Targets()
+        seg = 0
+        for e_idx, ex in enumerate(examples):
+            g = ex.graph
+            sample = grounded.get(e_idx)
+            if sample is not None:
+                first_image = g[0].tokens.index(tok.image_id)
+                image_at = packed.tree.segments[seg].start + first_image
+                for sid, i, block, j in content_rows(g, tok):
+                    cells = sample.cells.get(block)
+                    if cells is None or j >= len(cells) or cells[j] is None:
+                        continue
+                    r, c = cells[j]
+                    if not (0 <= r < grid and 0 <= c < grid):
+                        continue
+                    t.rows.append(packed.tree.segments[seg + sid].start + i - 1)
+                    t.keys.append(image_at + r * grid + c)
+                    t.chars.append(g[sid].tokens[i])
+                glyph, pred = image_labels(sample, tok, grid)
+            else:
+                glyph = torch.full((grid * grid,), tok.pad_id, dtype=torch.long)
+                pred = torch.full((grid * grid,), -100, dtype=torch.long)
+                glyph[:] = -100  # crops are not on the grid: no labels
+            t.glyph.append(glyph)
+            t.pred.append(pred)
+            seg += len(g)
+        return t
 
     # ------------------------------------------------------------------ step
-    def loss(self, packed, px) -> tuple[torch.Tensor, int, int]:
+    def grounding_loss(self, targets: Targets, steer: Steer | None, n_tok: int) -> tuple[torch.Tensor, dict]:
+        """Glyph + predecessor losses on image tokens; steering and readout on one head. Scaled
+        to the LM loss's token count so they weigh the same under sum / global tokens."""
+        g = self.cfg.grounding
+        feats = self._feats.pop().float().reshape(len(targets.glyph), self.grid * self.grid, -1)
+        self._feats.clear()
+        glyph, pred = torch.stack(targets.glyph), torch.stack(targets.pred)
+        lg = F.cross_entropy(self.heads["glyph"](feats).flatten(0, 1), glyph.flatten(), ignore_index=-100)
+        lp = F.cross_entropy(self.heads["pred"](feats).flatten(0, 1), pred.flatten(), ignore_index=-100)
+        total = g.glyph * (lg + lp)
+        stats = {"glyph_loss": lg.item(), "pred_loss": lp.item()}
+        if steer is not None and steer.logp is not None:
+            text = self.vlm.model.model.text_model
+            attn = text.layers[g.layer].self_attn
+            d = attn.head_dim
+            w = attn.o_proj.weight[:, g.head * d:(g.head + 1) * d].float()
+            readout = self.vlm.model.lm_head(text.norm(steer.head_out @ w.T)).float()
+            chars = torch.tensor(targets.chars)
+            ls, lr = -steer.logp.mean(), F.cross_entropy(readout, chars)
+            total = total + g.steer * ls + g.readout * lr
+            stats.update(steer_p=steer.logp.exp().mean().item(), readout_acc=(readout.argmax(-1) == chars).float().mean().item())
+        return total * n_tok, stats
+
+    def loss(self, packed, px, targets: Targets | None = None) -> tuple[torch.Tensor, int, int]:
         kw = dict(input_ids=packed.ids[None], position_ids=packed.positions[None], pixel_values=px)
+        steer = None
         if self.cfg.attention == "tree":
             kw["tree"] = packed.tree
+            if targets is not None and targets.rows:
+                g = self.cfg.grounding
+                steer = Steer(g.layer, g.head, torch.tensor(targets.rows), torch.tensor(targets.keys))
+                kw["steer"] = steer
         else:
             dense = packed.tree.dense_mask()
             kw["attention_mask"] = torch.zeros(dense.shape).masked_fill(~dense, float("-inf"))[None, None]
@@ -119,16 +210,32 @@ class Trainer:
         mask = packed.labels != IGNORE
         loss_sum = F.cross_entropy(logits[mask], packed.labels[mask], reduction="sum")
         correct = int((logits[mask].argmax(-1) == packed.labels[mask]).sum())
+        self.aux_stats = {}
+        self._lm_sum = loss_sum.item()
+        if targets is not None:
+            aux, self.aux_stats = self.grounding_loss(targets, steer, int(mask.sum()))
+            loss_sum = loss_sum + aux
         return loss_sum, int(mask.sum()), correct
+
+    def vision_loss(self, px, targets: Targets) -> tuple[torch.Tensor, int, int]:
+        """Warm-up: glyph + predecessor losses through the vision tower only."""
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            self.vlm.model.model.get_image_features(px)
+        aux, self.aux_stats = self.grounding_loss(targets, None, 1)
+        self._lm_sum = 0.0
+        return aux, 1, 0
 
     def train_step(self) -> dict[str, float]:
         cfg = self.cfg
         t0 = time.perf_counter()
-        packed, px, n_examples = self.batch(self.step)
+        packed, px, n_examples, targets = self.batch(self.step)
         lr = lr_at(self.step, cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps)
         for group in self.opt.param_groups:
             group["lr"] = lr
-        loss_sum, n_tok, correct = self.loss(packed, px)
+        if targets is not None and self.step < cfg.grounding.vision_warmup:
+            loss_sum, n_tok, correct = self.vision_loss(px, targets)
+        else:
+            loss_sum, n_tok, correct = self.loss(packed, px, targets)
         total = torch.tensor([n_tok, correct], dtype=torch.float64)
         if self.world > 1:
             import torch.distributed as dist
@@ -136,11 +243,12 @@ class Trainer:
             dist.all_reduce(total)
         # DDP averages gradients over ranks: scale so the update is sum / global tokens
         (loss_sum * self.world / total[0]).backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        params = list(self.model.parameters()) + (list(self.heads.parameters()) if self.heads is not None else [])
+        gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.step += 1
-        loss_val = torch.tensor([loss_sum.item()], dtype=torch.float64)
+        loss_val = torch.tensor([self._lm_sum], dtype=torch.float64)  # the LM loss alone, comparable across runs
         if self.world > 1:
             import torch.distributed as dist
 
@@ -148,7 +256,7 @@ class Trainer:
         dt = time.perf_counter() - t0
         return {"step": self.step, "loss": float(loss_val[0] / total[0]), "token_acc": float(total[1] / total[0]),
                 "lr": lr, "grad_norm": float(gnorm), "tokens": float(total[0]), "step_s": dt,
-                "stage": stage_at(self.step - 1, cfg.stages)[0], "examples": n_examples}
+                "stage": stage_at(self.step - 1, cfg.stages)[0], "examples": n_examples, **self.aux_stats}
 
     # ------------------------------------------------------------------ checkpoints
     @property
@@ -161,7 +269,8 @@ class Trainer:
         tmp = self.out / "checkpoints" / "tmp"
         self.vlm.save(tmp)
         torch.save({"step": self.step, "opt": self.opt.state_dict(), "history": self.history,
-                    "torch_rng": torch.get_rng_state()}, tmp / "trainer_state.pt")
+                    "torch_rng": torch.get_rng_state(),
+                    "heads": self.heads.state_dict() if self.heads is not None else None}, tmp / "trainer_state.pt")
         if self.ckpt_dir.exists():
             import shutil
 
@@ -176,6 +285,8 @@ class Trainer:
         self.vlm.model.load_state_dict(loaded.model.state_dict())
         try:
             state = torch.load(state_path, weights_only=False)
+            if self.heads is not None and state.get("heads"):
+                self.heads.load_state_dict(state["heads"])
             self.opt.load_state_dict(state["opt"])
         except (RuntimeError, KeyError, ValueError) as e:
             raise UserError(f"corrupt trainer state in {state_path}: {e}") from None
@@ -198,4 +309,6 @@ class Trainer:
             if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps:
                 self.save()
         bar.close()
+        if self.heads is not None:
+            self._hook.remove()
         return self.history

@@ -49,7 +49,7 @@ class SynthConfig:
             raise ValueError(f"text_mode must be words, random or mixed, got {self.text_mode!r}")
         cols = self.width // self.cell[0] - 2 * self.margin
         rows = self.height // self.cell[1] - 2 * self.margin
-        if cols < 12 or rows < 6:
+        if cols < 6 or rows < 3:
             raise ValueError(f"page {self.width}x{self.height} holds only {cols}x{rows} glyph cells inside the margins; "
                              "make it larger or the cell smaller")
         unknown = set(self.kinds) - {"text_block", "title", "table", "equation_isolated", "figure"}
