@@ -122,3 +122,18 @@ def test_limits_cut_and_flag_instead_of_dropping():
     assert any("branch limit" in f for f in r.flags)
     assert all(not s.live for s in r.graph.streams)
     assert len(r.graph) == 4
+
+
+def test_arena_grows_across_pages_and_compacts():
+    """Long prompts make the KV buffers grow during steps; later prefills and compaction
+    write into them (a regression: in-place updates of inference tensors)."""
+    model = tiny_llama(9)
+    prompts = [prompt(s, n=200) for s in range(3)]  # fits the first buffer; decoding must grow it
+    proc = ForcedTree(len(prompts[0].ids), 2, [60, 80])
+    eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=1, compact_min=64,
+                                                                                   compact_ratio=0.1), [proc])
+    results = list(eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)]))
+    assert len(results) == 3 and eng.arena.used == 0
+    alone = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(), [proc])
+    [ref] = list(alone.run([("p2", prompts[2], None)]))
+    assert [s.tokens for s in ref.graph.streams] == [s.tokens for s in results[2].graph.streams]

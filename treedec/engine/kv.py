@@ -89,8 +89,9 @@ class KVArena:
 
     def add_prefill(self, kv: list[tuple[torch.Tensor, torch.Tensor]], page: int) -> list[int]:
         """Append a page's prompt KV (per layer (K, V) of shape [1, H, P, D]); its slots."""
-        for i, (k, v) in enumerate(kv):
-            self.cache.update(k, v, i)
+        with torch.inference_mode():  # the buffers are inference tensors (made or grown during steps)
+            for i, (k, v) in enumerate(kv):
+                self.cache.update(k, v, i)
         return self.reserve(kv[0][0].shape[2], page)
 
     def reserve(self, n: int, page: int) -> list[int]:
@@ -110,8 +111,9 @@ class KVArena:
         if len(keep) == len(self.owner):
             return None
         idx = torch.tensor(keep, dtype=torch.long)
-        for layer in self.cache.layers:
-            layer.keep(idx)
+        with torch.inference_mode():
+            for layer in self.cache.layers:
+                layer.keep(idx)
         remap = torch.full((len(self.owner),), -1, dtype=torch.long)
         remap[idx] = torch.arange(len(keep))
         self.owner = [self.owner[i] for i in keep]
