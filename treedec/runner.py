@@ -66,9 +66,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     items = []
     for s in samples:
         if s.image is None:
-            size = (s.page.width, s.page.height) if s.page else (1000, 1000)
-            records[s.name] = PageRecord(s.name, Page(*size, image_path=s.name), "", gt=s.page,
-                                         flags=["unreadable or missing image: not decoded, scored as empty"])
+            records[s.name] = unreadable(s)
         else:
             items.append((s.name, vlm.prompt(s.image, strategy.mode), s))
     if warmup and items:
@@ -86,6 +84,13 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
             records[name].extra = extra
     wall = time.perf_counter() - (t_start if before else t0)
     return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes)
+
+
+def unreadable(sample: Sample) -> PageRecord:
+    """The record of a page whose image could not be read: empty, flagged, kept."""
+    size = (sample.page.width, sample.page.height) if sample.page else (1000, 1000)
+    return PageRecord(sample.name, Page(*size, image_path=sample.name), "", gt=sample.page,
+                      flags=["unreadable or missing image: not decoded, scored as empty"])
 
 
 def _record(r: PageResult, strategy: Strategy) -> PageRecord:

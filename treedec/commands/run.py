@@ -14,7 +14,7 @@ from treedec.data import open_dataset
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
-from treedec.models.vlm import load_vlm
+from treedec.models.vlm import SHIPPED, load_vlm
 from treedec.outputs import RunOutput
 from treedec.runner import RunResult, parse_pages
 from treedec.strategies.base import build_strategy
@@ -89,22 +89,29 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
     plt.close(fig)
 
 
-def _run(strategy_cfg, vlm, samples, engine_cfg) -> RunResult:
-    return parse_pages(vlm, build_strategy(strategy_cfg, vlm.tokenizer), samples, engine_cfg)
+def _run(strategy_cfg, vlm, samples, engine_cfg, cfg) -> RunResult:
+    strategy = build_strategy(strategy_cfg, vlm.tokenizer)
+    if cfg.runtime.name == "vllm":
+        from treedec.runtimes.vllm import parse_pages_vllm
+
+        path = None if cfg.model.get("name") == "random" else (cfg.model.get("path") or SHIPPED)
+        return parse_pages_vllm(vlm, strategy, samples, cfg.runtime, model_path=path)
+    return parse_pages(vlm, strategy, samples, engine_cfg)
 
 
 def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(int(cfg.runtime.threads))
-    if cfg.runtime.name != "embedded":
-        raise UserError(f"runtime {cfg.runtime.name!r} is not available yet; use runtime=embedded")
-    engine_cfg = EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
+    if cfg.runtime.name not in ("embedded", "vllm"):
+        raise UserError(f"unknown runtime {cfg.runtime.name!r}; use runtime=embedded or runtime=vllm")
+    engine_cfg = None if cfg.runtime.name == "vllm" else \
+        EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
     vlm = load_vlm(cfg.model)
     samples = list(open_dataset(cfg.data))
-    main_res = _run(cfg.strategy, vlm, samples, engine_cfg)
+    main_res = _run(cfg.strategy, vlm, samples, engine_cfg, cfg)
     results = [main_res]
     base = None
     if cfg.compare:
-        base = _run({"name": cfg.compare}, vlm, samples, engine_cfg)
+        base = _run({"name": cfg.compare}, vlm, samples, engine_cfg, cfg)
         results.append(base)
     quality, per_page_q = quality_figures(main_res)
     speed = speed_figures(main_res)

@@ -17,6 +17,7 @@ import torch
 from treedec.engine.draft import DraftTree, Verdict
 from treedec.engine.kv import KVArena
 from treedec.engine.policy import Fork, Policy
+from treedec.engine.rules import may_fork, take_token
 from treedec.graph import DecodingGraph
 from treedec.models.adapter import CausalLMAdapter, Prompt
 
@@ -206,17 +207,10 @@ class Engine:
         g = page.graph
         s = g[sid]
         for j, token in enumerate(tokens):
-            g.append(sid, [token])
-            if j < len(kv_slots):
+            if j < len(kv_slots):  # the token's KV exists: its slot joins the stream before any fork reads it
                 page.slots[sid].append(kv_slots[j])
-            if self.policy.is_end(g, sid, token):
-                g.finish(sid, "eos")
-            else:
-                for fork in self.policy.forks(g, sid, len(s.tokens) - 1):
-                    self._fork(page, fork)
-                if s.live and s.generated >= self.cfg.max_new_tokens:
-                    g.finish(sid, "max_new_tokens", cut=True)
-                    page.flags.append(f"cut: stream {sid} ({s.label}) reached max_new_tokens={self.cfg.max_new_tokens}")
+            for fork in take_token(g, sid, token, self.policy, self.cfg.max_new_tokens, page.flags):
+                self._fork(page, fork)
             if not s.live:
                 self.arena.free(kv_slots[j + 1:])
                 self._free_finished(page)
@@ -224,10 +218,7 @@ class Engine:
 
     def _fork(self, page: _Page, fork: Fork) -> None:
         g = page.graph
-        if len(g) >= self.cfg.max_branches:
-            msg = f"cut: branch limit {self.cfg.max_branches} reached, later forks dropped"
-            if msg not in page.flags:
-                page.flags.append(msg)
+        if not may_fork(g, self.cfg.max_branches, page.flags):
             return
         parent_slots = page.slots[fork.parent]
         if fork.at > len(parent_slots):

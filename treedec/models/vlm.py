@@ -1,6 +1,7 @@
 """The document VLM: an Idefics3 model with treedec's tokenizer, image preparation and
 prompts; saved and loaded as a standard HF folder (config.json, model.safetensors,
-tokenizer.json, treedec.json)."""
+tokenizer.json, treedec.json, and the tokenizer/processor configs a server such as vLLM
+reads: see `treedec.models.serving`)."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from PIL import Image
 
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt
+from treedec.models.serving import write_serving_files
 from treedec.models.tiny import IDEFICS3_SPECIAL, image_prompt_ids, image_seq_len, tiny_idefics3_config
 from treedec.tokenizer import Tokenizer
 
@@ -95,7 +97,7 @@ class VLM:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(d, safe_serialization=True)
-        self.tokenizer.save(d)
+        write_serving_files(d, self.tokenizer, self.spec.image_size, self.spec.image_tokens, self.spec.max_positions)
         (d / "treedec.json").write_text(json.dumps({"spec": asdict(self.spec)}, indent=1))
         return d
 

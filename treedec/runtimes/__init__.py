@@ -1,0 +1,6 @@
+"""Runtimes other than the embedded engine (`treedec.engine`): each parses pages with a
+strategy and returns the same `treedec.runner.RunResult` as `parse_pages`.
+
+- `treedec.runtimes.vllm`: the request-level realization on stock vLLM (optional extra
+  `pip install -e .[vllm]`, or `scripts/install_vllm.sh`); see README.md here.
+"""
