@@ -34,6 +34,7 @@ def test_run_writes_the_outputs_contract(tmp_path):
     assert any("max_new_tokens" in f for f in fig["flags"])
     assert (tmp_path / "steps_hist.png").is_file() and (tmp_path / "timelines.png").is_file()
     assert (tmp_path / "config.yaml").is_file()
+    assert "steps_ratio" in (tmp_path / "report.html").read_text()
 
 
 def test_unreadable_image_is_flagged_not_dropped(tmp_path):

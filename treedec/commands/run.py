@@ -16,6 +16,7 @@ from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.models.vlm import SHIPPED, load_vlm
 from treedec.outputs import RunOutput
+from treedec.report import write_report
 from treedec.runner import RunResult, parse_pages
 from treedec.strategies.base import build_strategy
 
@@ -132,9 +133,12 @@ def main(cfg, out: RunOutput) -> dict:
         summary["steps_ratio"] = bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
-    plot_steps(results, out.dir / "steps_hist.png")
-    plot_timelines(main_res, int(cfg.timelines), out.dir / "timelines.png")
+    plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
+    plot_steps(results, plots[0])
+    plot_timelines(main_res, int(cfg.timelines), plots[1])
     _print(summary)
+    per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
+    write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()], title=f"treedec run: {cfg.strategy.name}")
     return summary
 
 
