@@ -81,3 +81,19 @@ def test_accept_greedy_walks_the_agreeing_path():
     assert accept_greedy(tree, [1, 2, 3, 4, 5]).tokens == [1]  # nothing accepted: the bonus only
     with pytest.raises(ValueError):
         DraftTree([1, 2], [1, -1])
+
+
+def test_relaxed_acceptance_takes_likely_draft_tokens():
+    import torch
+
+    from treedec.engine.draft import relaxed
+
+    tree = DraftTree([5, 6], [-1, 0])
+    logits = torch.full((3, 10), -10.0)
+    logits[0, 4], logits[0, 5] = 2.0, 1.5  # the model prefers 4 but gives 5 a fair share
+    logits[1, 6] = 3.0
+    logits[2, 7] = 3.0
+    choices = [4, 6, 7]
+    assert accept_greedy(tree, choices).tokens == [4]  # exact: the draft's 5 is rejected
+    assert relaxed(0.3)(tree, choices, logits).tokens == [5, 6, 7]  # p(5) ~ 0.38 >= 0.3
+    assert relaxed(0.5)(tree, choices, logits).tokens == [4]

@@ -70,13 +70,19 @@ class Verdict:
     tokens: list[int]  # their tokens followed by the bonus token
 
 
-def accept_greedy(tree: DraftTree, choices: list[int]) -> Verdict:
-    """Exact greedy acceptance. `choices[0]` is the model's token after the stream's last
-    token, `choices[1 + i]` its token after draft node i. Walk down while a child of the
-    current node carries the model's token; the model's token at the stop is the bonus."""
-    children: dict[int, dict[int, int]] = {}
+def _children(tree: DraftTree) -> dict[int, dict[int, int]]:
+    out: dict[int, dict[int, int]] = {}
     for i, (t, p) in enumerate(zip(tree.tokens, tree.parents)):
-        children.setdefault(p, {}).setdefault(t, i)
+        out.setdefault(p, {}).setdefault(t, i)
+    return out
+
+
+def accept_greedy(tree: DraftTree, choices: list[int], logits=None) -> Verdict:
+    """Exact greedy acceptance (lossless). `choices[0]` is the model's token after the
+    stream's last token, `choices[1 + i]` its token after draft node i. Walk down while a
+    child of the current node carries the model's token; the model's token at the stop is
+    the bonus."""
+    children = _children(tree)
     node, nodes = -1, []
     while True:
         want = choices[node + 1]
@@ -85,3 +91,27 @@ def accept_greedy(tree: DraftTree, choices: list[int]) -> Verdict:
             return Verdict(nodes, [tree.tokens[i] for i in nodes] + [want])
         nodes.append(nxt)
         node = nxt
+
+
+def relaxed(threshold: float):
+    """HSD's relaxed acceptance (LOSSY): also accept a draft token the model gives at least
+    `threshold` probability, when it is not the model's own choice. threshold >= 1 is exact."""
+
+    def accept(tree: DraftTree, choices: list[int], logits: torch.Tensor) -> Verdict:
+        children = _children(tree)
+        probs = torch.softmax(logits.float(), -1)
+        node, nodes = -1, []
+        while True:
+            kids = children.get(node, {})
+            want = choices[node + 1]
+            nxt = kids.get(want)
+            if nxt is None and kids:
+                tok, best = max(kids.items(), key=lambda kv: float(probs[node + 1, kv[0]]))
+                if float(probs[node + 1, tok]) >= threshold:
+                    nxt = best
+            if nxt is None:
+                return Verdict(nodes, [tree.tokens[i] for i in nodes] + [want])
+            nodes.append(nxt)
+            node = nxt
+
+    return accept

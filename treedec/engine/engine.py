@@ -169,9 +169,10 @@ class Engine:
         at = 0
         for (page, sid, _, tree), dslots in zip(work, draft_slots):
             d = len(tree) if tree else 0
-            choices = self._choose(page, sid, tree, logits[at:at + 1 + d])
+            rows = logits[at:at + 1 + d]  # after the stream's last token, then after each draft node
             at += 1 + d
-            verdict = self.policy.accept(tree, choices) if tree else Verdict([], choices[:1])
+            choices = self._choose(page, sid, tree, rows)
+            verdict = self.policy.accept(tree, choices, rows) if tree else Verdict([], choices[:1])
             self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
             page.drafted += d
             page.accepted += len(verdict.nodes)

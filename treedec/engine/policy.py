@@ -27,5 +27,6 @@ class Policy(Protocol):
     def draft(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
         """A draft tree continuing `sid`, or None (no speculation)."""
 
-    def accept(self, tree: DraftTree, choices: list[int]) -> Verdict:
-        """Which draft nodes to keep, given the model's token after each row."""
+    def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
+        """Which draft nodes to keep, given the model's (greedy) token after the stream's last
+        token and after each draft node, and those rows' logits [1 + len(tree), V]."""

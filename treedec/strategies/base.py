@@ -43,7 +43,7 @@ class Strategy:
     fork_rule: ForkRule | None = None
     nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
     drafter: Drafter | None = None
-    acceptor: Callable[[DraftTree, list[int]], Verdict] = accept_greedy
+    acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
     prepare: Callable[..., dict[str, dict]] | None = None  # work before decoding (HSD stage 1): per-page figures
 
     # --- the engine's Policy
@@ -56,8 +56,8 @@ class Strategy:
     def draft(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
         return self.drafter.propose(graph, sid, sample) if self.drafter else None
 
-    def accept(self, tree: DraftTree, choices: list[int]) -> Verdict:
-        return self.acceptor(tree, choices)
+    def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
+        return self.acceptor(tree, choices, logits)
 
     # --- output
     def flat_text(self, graph: DecodingGraph) -> str:

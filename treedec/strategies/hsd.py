@@ -15,6 +15,7 @@ import copy
 from treedec.data.synth import Sample
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
+from treedec.engine.draft import relaxed
 from treedec.errors import UserError
 from treedec.serialize import EOS
 from treedec.strategies.base import STRATEGIES, Strategy
@@ -70,9 +71,11 @@ class TwoStages:
 
 
 def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
-         w_max: int, max_depth: int, max_nodes: int) -> Strategy:
+         w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None) -> Strategy:
     if drafts not in ("pipeline", "oracle"):
         raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
+    if relaxed_threshold is not None and not 0 < relaxed_threshold <= 1:
+        raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {relaxed_threshold}")
     matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes)
     if base == "sequential":
         strategy = Strategy(name, "flat", tokenizer, flat_target)
@@ -80,18 +83,25 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
         strategy = Strategy(name, "tree", tokenizer, tree_target, layout_fork)
     strategy.drafter = PageDraftDrafter(tokenizer, strategy.mode, matcher)
     strategy.prepare = TwoStages(tokenizer, strategy.drafter, drafts, stage1, cache_dir, matcher)
+    if relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
+        strategy.acceptor = relaxed(relaxed_threshold)
+        strategy.name += "_relaxed"
     return strategy
 
 
 @STRATEGIES.register("hsd")
 def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
-        w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128) -> Strategy:
+        w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
+        relaxed_threshold: float | None = None) -> Strategy:
     """HSD as published: sequential decoding verified against pipeline drafts."""
-    return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes)
+    return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
+                relaxed_threshold)
 
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
-              w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128) -> Strategy:
+              w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
+              relaxed_threshold: float | None = None) -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
-    return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes)
+    return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
+                relaxed_threshold)
