@@ -50,6 +50,7 @@ class TrainConfig:
     log_every: int = 10
     stages: list[dict[str, Any]] = field(default_factory=lambda: [{"page": {}}])
     threads: int = 2
+    start_step: int = 0  # continue a schedule from weights alone (model.path=...), e.g. without its optimizer state
     grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
 
     def __post_init__(self):
@@ -103,7 +104,7 @@ class Trainer:
             self._feats: list[torch.Tensor] = []
             self._hook = vlm.model.model.connector.register_forward_hook(lambda m, i, o: self._feats.append(o))
         self.aux_stats: dict[str, float] = {}
-        self.step = 0
+        self.step = cfg.start_step
         self.history: list[dict[str, float]] = []
 
     # ------------------------------------------------------------------ data
