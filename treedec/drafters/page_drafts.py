@@ -9,19 +9,12 @@ import re
 from treedec.drafters.ngram import NgramMatcher
 from treedec.engine.draft import DraftTree
 from treedec.graph import DecodingGraph
+from treedec.metrics.layout import iou
 from treedec.page import Page
 from treedec.serialize import BLOCK, box_to_text, page_to_flat, page_to_tree
 from treedec.tokenizer import Tokenizer
 
 _BOX = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")
-
-
-def _iou(a, b) -> float:
-    ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def continue_draft(own: list[int], draft: list[int], matcher: NgramMatcher) -> DraftTree | None:
@@ -99,5 +92,5 @@ class PageDraftDrafter:
         if not m:
             return None
         box = tuple(int(v) for v in m.groups())
-        best = max(seqs.regions, key=lambda r: _iou(box, r[0]), default=None)
-        return best[1] if best is not None and _iou(box, best[0]) >= self.min_iou else None
+        best = max(seqs.regions, key=lambda r: iou(box, r[0]), default=None)
+        return best[1] if best is not None and iou(box, best[0]) >= self.min_iou else None

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from treedec.errors import UserError
+from treedec.metrics.layout import iou
 from treedec.page import Block, Page
 
 DRAFTER_VERSION = "pipeline-ocr/1"
@@ -121,12 +122,6 @@ def _area(b: Box) -> float:
 
 def _inter(a: Box, b: Box) -> float:
     return _area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
-
-
-def _iou(a: Box, b: Box) -> float:
-    i = _inter(a, b)
-    u = _area(a) + _area(b) - i
-    return i / u if u > 0 else 0.0
 
 
 def _union(boxes: list[Box]) -> Box:
@@ -655,7 +650,7 @@ class PipelineOCR:
         found.sort(key=lambda r: (-r.score, r.box))
         kept: list[Region] = []
         for r in found:  # one region per place: the surer of two that overlap mostly
-            if any(_iou(r.box, k.box) > 0.6 for k in kept):
+            if any(iou(r.box, k.box) > 0.6 for k in kept):
                 continue
             kept.append(r)
         # a region holding two or more others is their union, not a block of its own; of a
@@ -686,7 +681,7 @@ class PipelineOCR:
             inside = [l for l in lines if _inside(_center(l.box), f)]
             grid = parse_ruled_grid(hmask, vmask, f) if inside else None
             if grid_holds(grid, inside):  # a ruled grid with text in its cells: a table
-                if any(r.category == "table" and _iou(f, r.box) >= 0.3 for r in regions):
+                if any(r.category == "table" and iou(f, r.box) >= 0.3 for r in regions):
                     continue
                 regions[:] = [r for r in regions if _inter(f, r.box) < 0.5 * _area(r.box)]
                 out.append(Region("table", f, 0.5, "ruled", grid=grid))

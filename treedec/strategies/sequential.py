@@ -4,14 +4,11 @@ from treedec.page import Page
 from treedec.serialize import page_to_flat
 from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.tokenizer import Tokenizer
+from treedec.training.packing import flat_graph
 
 
 def flat_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
-    g = DecodingGraph()
-    g.root(prompt)
-    g.append(0, tok.encode(page_to_flat(page)))
-    g.finish(0)
-    return g
+    return flat_graph(prompt, tok.encode(page_to_flat(page)))
 
 
 @STRATEGIES.register("sequential")
