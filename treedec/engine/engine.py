@@ -1,10 +1,11 @@
 """The embedded engine: decodes a batch of page trees, one flat forward per step.
 
 Each step gathers every live stream of every active page (its pending tokens) into one
-flat batch: token ids, positions from the decoding graph, and an additive ancestor mask
-over the shared KV arena built from parent pointers. Prefixes are stored once. Pages
-join (prefill) and leave (KV freed) between steps, bounded by `max_pages` and a KV token
-budget. A page cut by a limit is flagged, never dropped.
+flat batch: token ids, positions from the decoding graph (plus the page's
+`Prompt.position_offset`), and an additive ancestor mask over the shared KV arena built
+from parent pointers. Prefixes are stored once. Pages join (prefill) and leave (KV freed)
+between steps, bounded by `max_pages` and a KV token budget. A page cut by a limit is
+flagged, never dropped.
 """
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ class _Page:
     accepted: int = 0  # draft tokens accepted
     slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
+    offset: int = 0  # added to the graph positions the model sees (Prompt.position_offset)
 
 
 Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsProcessor: (ids [1,T], scores [1,V])
@@ -111,7 +113,8 @@ class Engine:
         return len(self.active) < self.cfg.max_pages and self.arena.used + prompt_len <= self.cfg.max_kv_tokens
 
     def _admit(self, name: str, prompt: Prompt, sample: Any, t_submit: float) -> None:
-        page = _Page(self._next_pid, name, sample, DecodingGraph(), t_submit, t_admit=time.perf_counter())
+        page = _Page(self._next_pid, name, sample, DecodingGraph(), t_submit, t_admit=time.perf_counter(),
+                     offset=prompt.position_offset)
         self._next_pid += 1
         root = page.graph.root(prompt.ids, label="root")
         logits, kv = self.model.prefill(prompt)
@@ -147,7 +150,7 @@ class Engine:
             n = len(s.tokens) - first
             d = len(tree) if tree else 0
             ids[row:row + n] = torch.tensor(s.tokens[first:])
-            pos[row:row + n] = torch.arange(s.start_pos + first, s.start_pos + len(s.tokens))
+            pos[row:row + n] = torch.arange(s.start_pos + first, s.start_pos + len(s.tokens)) + page.offset
             vis = torch.cat([page.anc[sid], torch.tensor(page.slots[sid], dtype=torch.long)])
             block = mask[row:row + n + d]
             block.index_fill_(1, vis, 0.0)
@@ -156,7 +159,7 @@ class Engine:
             block[n:, new:new + n] = 0.0  # draft nodes see every pending token ...
             if tree:  # ... and their own ancestors in the draft tree
                 ids[row + n:row + n + d] = torch.tensor(tree.tokens)
-                pos[row + n:row + n + d] = s.start_pos + len(s.tokens) - 1 + torch.tensor(tree.depths())
+                pos[row + n:row + n + d] = s.start_pos + len(s.tokens) - 1 + page.offset + torch.tensor(tree.depths())
                 block[n:, new + n:new + n + d] = torch.zeros(d, d).masked_fill(~tree.ancestor_mask(), NEG_INF)
             slots = self.arena.reserve(n + d, page.pid)
             page.slots[sid].extend(slots[:n])

@@ -55,6 +55,7 @@ class ArenaLayer(DynamicLayer):
         if not self.is_initialized:
             return
         n = len(idx)
+        idx = idx.to(self._k.device)
         self._k[:, :, :n] = self._k[:, :, :self.size].index_select(2, idx)
         self._v[:, :, :n] = self._v[:, :, :self.size].index_select(2, idx)
         self.size = n

@@ -13,9 +13,13 @@ import torch
 
 @dataclass
 class Prompt:
-    """A page's prompt: token ids plus the extra prefill inputs (e.g. pixel_values)."""
+    """A page's prompt: token ids plus the extra prefill inputs (e.g. pixel_values).
+
+    `position_offset`: added by the engine to the position of every token it decodes after
+    the prompt (0 for 1-D RoPE; Qwen3-VL's mrope delta, see `treedec.models.qwen3_vl`)."""
     ids: list[int]
     inputs: dict[str, Any] = field(default_factory=dict)
+    position_offset: int = 0
 
 
 class CausalLMAdapter:

@@ -68,8 +68,11 @@ def pixels(images: list[Image.Image], size: int) -> torch.Tensor:
 class VLM:
     """Model + tokenizer + spec; `prompt(image, mode)` builds what the engine prefills."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, spec: VLMSpec):
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, spec: VLMSpec, pages: dict | None = None):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
+        # the synthetic page distribution (SynthConfig knobs) the model was trained on: `run`'s
+        # default for data=synth; square pages of the model's image size when unknown
+        self.pages = pages or {"width": spec.image_size, "height": spec.image_size}
 
     @classmethod
     def tiny(cls, spec: VLMSpec | None = None, seed: int = 0, attn: str = "sdpa") -> "VLM":
@@ -98,32 +101,59 @@ class VLM:
         d.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(d, safe_serialization=True)
         write_serving_files(d, self.tokenizer, self.spec.image_size, self.spec.image_tokens, self.spec.max_positions)
-        (d / "treedec.json").write_text(json.dumps({"spec": asdict(self.spec)}, indent=1))
+        (d / "treedec.json").write_text(json.dumps({"spec": asdict(self.spec), "pages": self.pages}, indent=1))
         return d
 
     @classmethod
     def load(cls, directory: str | Path, attn: str = "sdpa") -> "VLM":
+        """Load a checkpoint folder by its config.json's `model_type`: `idefics3` (treedec's
+        own VLM) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, embedded engine only)."""
         from transformers import Idefics3ForConditionalGeneration
 
         d = Path(directory)
+        kind = model_type(d)
+        if kind == "qwen3_vl":
+            from treedec.models.qwen3_vl import Qwen3VL
+
+            return Qwen3VL.load(d, attn=attn)
+        if kind != "idefics3":
+            raise UserError(f"unsupported model_type {kind!r} in {d / 'config.json'}; supported: "
+                            f"{', '.join(MODEL_TYPES)}")
         for name in ("config.json", "model.safetensors", "tokenizer.json", "treedec.json"):
             if not (d / name).is_file():
                 raise UserError(f"no checkpoint at {d}: {name} is missing (expected a folder written by treedec train)")
         try:
-            spec = VLMSpec(**json.loads((d / "treedec.json").read_text())["spec"])
+            meta = json.loads((d / "treedec.json").read_text())
+            spec = VLMSpec(**meta["spec"])
             model = Idefics3ForConditionalGeneration.from_pretrained(d, attn_implementation=attn)
             tok = Tokenizer.load(d)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
-        return cls(model.eval(), tok, spec)
+        return cls(model.eval(), tok, spec, meta.get("pages"))
+
+
+MODEL_TYPES = ("idefics3", "qwen3_vl")  # config.json model_type values VLM.load reads
+
+
+def model_type(directory: Path) -> str | None:
+    """The `model_type` of a checkpoint folder's config.json."""
+    path = directory / "config.json"
+    if not path.is_file():
+        raise UserError(f"no checkpoint at {directory}: config.json is missing (expected a folder written by "
+                        "treedec train, or a Qwen3-VL checkpoint)")
+    try:
+        return json.loads(path.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as e:
+        raise UserError(f"cannot read {path}: {str(e).splitlines()[0]}") from None
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "models" / "tiny"
 
 
 def load_vlm(model_cfg) -> VLM:
-    """The VLM a `model` config names: `path` (a checkpoint folder), the shipped tiny model
-    when `path` is null, or random weights for `model=random`."""
+    """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
+    a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model when
+    `path` is null, or random weights for `model=random`."""
     from omegaconf import OmegaConf
 
     if model_cfg.get("name") == "random":
