@@ -79,3 +79,19 @@ def test_char_cells_point_at_their_glyphs(wrap):
                 r, k = cell
                 if c != " ":  # every drawn character has ink in its own cell
                     assert ink[r * ch:(r + 1) * ch, k * cw:(k + 1) * cw].any(), (seed, i, c, cell)
+
+
+def test_unset_page_knobs_come_from_the_model_pages():
+    from treedec.data import open_dataset
+    from treedec.models.vlm import VLM, VLMSpec
+
+    model_pages = {"width": 256, "height": 256, "cell": [16, 16], "wrap": "hard"}
+    ds = open_dataset({"name": "synth", "pages": 1, "page": {"columns": "two", "wrap": None}}, render=False,
+                      model_pages=model_pages)
+    assert (ds.config.width, ds.config.cell, ds.config.wrap, ds.config.columns) == (256, (16, 16), "hard", "two")
+    ds = open_dataset({"name": "synth", "pages": 1, "page": {"wrap": "word"}}, render=False, model_pages=model_pages)
+    assert ds.config.wrap == "word"  # what the user sets wins
+    assert open_dataset({"name": "synth", "pages": 1}, render=False).config == SynthConfig()
+    # a model without a recorded distribution: square pages of its image size
+    assert VLM.tiny(VLMSpec(image_size=64, patch_size=16, vision_hidden=48, text_hidden=64, text_layers=1)).pages == \
+        {"width": 64, "height": 64}

@@ -77,7 +77,12 @@ def validate(command: str, overrides: list[str], multirun: bool) -> None:
         first = text.splitlines()[0] if text else type(e).__name__
         if "Could not override" in first or "not in" in text:
             bad = first.split("'")[1] if "'" in first else first
-            raise UserError(f"unknown key {bad!r}; keys there: {', '.join(_keys_near(command, plain, bad))}") from None
+            near = _keys_near(command, plain, bad)
+            if not near:  # a key under a value that is not a mapping (e.g. an unset dict knob)
+                parent = bad.rpartition(".")[0]
+                raise UserError(f"cannot set {bad!r}: {parent} is not a mapping here; set it whole, "
+                                f"e.g. '{parent}={{key: value, ...}}'") from None
+            raise UserError(f"unknown key {bad!r}; keys there: {', '.join(near)}") from None
         raise UserError(first) from None
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
@@ -102,7 +107,7 @@ def _task(command: str):
     def task(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        from treedec.loggers import make_logger
+        from treedec.loggers import log_outputs, make_logger
         from treedec.outputs import RunOutput
 
         out = RunOutput(HydraConfig.get().runtime.output_dir, cfg)
@@ -113,7 +118,7 @@ def _task(command: str):
                 if "meta" not in summary:  # commands that write their own summary return it with meta
                     summary = out.summary(summary, command)
                 logger = make_logger(cfg.get("logger"), out.dir, cfg)
-                logger.log({k: v for k, v in summary.items() if isinstance(v, (int, float))})
+                log_outputs(logger, summary, out.dir)  # scalars; with W&B also plots, tables, report.html
                 logger.finish()
                 print(f"wrote {out.dir}/summary.json")
         except UserError as e:

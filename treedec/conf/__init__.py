@@ -2,12 +2,25 @@
 from hydra.core.config_store import ConfigStore
 
 
+def _unset(cls, name: str):
+    """`cls` with every field optional and None (unset) by default: `data.page` knobs a user sets,
+    typed and checked by Hydra, while unset ones fall back to the model's page distribution."""
+    from dataclasses import fields, make_dataclass
+    from typing import Any, Optional, get_origin, get_type_hints
+
+    hints = get_type_hints(cls)
+    # dict knobs are untyped here (OmegaConf cannot put a dict into a None typed-dict node);
+    # the data set checks them when it builds the SynthConfig
+    return make_dataclass(name, [(f.name, Any if get_origin(hints[f.name]) is dict else Optional[hints[f.name]], None)
+                                 for f in fields(cls)])
+
+
 def register_schemas() -> None:
     from treedec.data.synth import SynthConfig
     from treedec.models.vlm import VLMSpec
     from treedec.training.trainer import TrainConfig
 
     cs = ConfigStore.instance()
-    cs.store(group="schema", name="synth_page", node=SynthConfig)
+    cs.store(group="schema", name="synth_page", node=_unset(SynthConfig, "SynthPage"))
     cs.store(group="schema", name="vlm_spec", node=VLMSpec)
     cs.store(group="schema", name="train", node=TrainConfig)

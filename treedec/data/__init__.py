@@ -13,16 +13,20 @@ IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
 
 class SynthDataset:
-    """`pages` generated pages from seed `seed` on (held-out seeds by default)."""
+    """`pages` generated pages from seed `seed` on (held-out seeds by default).
 
-    def __init__(self, pages: int = 100, seed: int = 1_000_000, page: dict[str, Any] | None = None, render: bool = True):
-        page = dict(page or {})
+    `page` holds generator knobs (SynthConfig); unset (None) knobs come from `base`, the page
+    distribution a model was trained on (`VLM.pages`), then from SynthConfig's defaults."""
+
+    def __init__(self, pages: int = 100, seed: int = 1_000_000, page: dict[str, Any] | None = None, render: bool = True,
+                 base: dict[str, Any] | None = None):
+        page = {k: v for k, v in (page or {}).items() if v is not None}  # None: unset
         known = {f.name for f in fields(SynthConfig)}
         bad = set(page) - known
         if bad:
             raise UserError(f"unknown data.page keys {sorted(bad)}; known: {', '.join(sorted(known))}")
         try:
-            self.config = SynthConfig(**page)
+            self.config = SynthConfig(**{**{k: v for k, v in (base or {}).items() if k in known}, **page})
         except (TypeError, ValueError) as e:
             raise UserError(f"bad synthetic page config: {e}") from None
         if pages < 1:
@@ -110,14 +114,18 @@ class ImageFolderDataset:
 DATASETS = {"synth": SynthDataset, "omnidocbench": OmniDocBenchDataset, "images": ImageFolderDataset}
 
 
-def open_dataset(cfg: dict[str, Any], render: bool = True):
-    """Build the data set a `data` config names (`name` plus its keyword arguments)."""
+def open_dataset(cfg: dict[str, Any], render: bool = True, model_pages: dict[str, Any] | None = None):
+    """Build the data set a `data` config names (`name` plus its keyword arguments).
+    `model_pages`: the synthetic page distribution the model was trained on, the default
+    for every `data.page` knob left unset (synthetic data only)."""
     from omegaconf import DictConfig, OmegaConf
 
     cfg = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     name = cfg.pop("name", None)
     if name not in DATASETS:
         raise UserError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+    if name == "synth" and model_pages:
+        cfg["base"] = model_pages
     try:
         return DATASETS[name](**cfg, render=render)
     except TypeError as e:

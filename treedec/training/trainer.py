@@ -14,7 +14,7 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +268,7 @@ class Trainer:
         if self.rank != 0:
             return
         tmp = self.out / "checkpoints" / "tmp"
+        self.vlm.pages = asdict(self._page_config(stage_at(max(0, self.step - 1), self.cfg.stages)[1]))  # what it last saw
         self.vlm.save(tmp)
         torch.save({"step": self.step, "opt": self.opt.state_dict(), "history": self.history,
                     "torch_rng": torch.get_rng_state(),
