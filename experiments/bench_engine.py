@@ -5,7 +5,9 @@ running one stream vs plain greedy decoding of the same model (HF forward + Dyna
     python experiments/bench_engine.py [--model PATH|random] [--pages 32] [--concurrency 1 4 16 64]
         [--strategies sequential padoc] [--out runs/bench_engine]
 
-Figures are ratios against the sequential baseline measured in the same run.
+Figures are ratios against the sequential baseline measured in the same run. Writes
+bench_engine.json, bench_engine.png (pages/s and P95 latency vs concurrency) and report.html;
+the measurement is treedec.speed's, as in `python -m treedec run concurrency=[1,4,16]`.
 """
 from __future__ import annotations
 
@@ -14,14 +16,17 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from omegaconf import OmegaConf
 
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
+from treedec.errors import UserError
 from treedec.models.vlm import VLMSpec, load_vlm
+from treedec.plots import concurrency_curves
+from treedec.report import write_report
 from treedec.runner import parse_pages
+from treedec.speed import add_ratios, concurrency_levels, measure_levels
 from treedec.strategies.base import build_strategy
 
 
@@ -55,30 +60,26 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--out", default="runs/bench_engine")
     args = ap.parse_args()
+    try:
+        args.concurrency = concurrency_levels(args.concurrency, 1)
+    except UserError:
+        ap.error(f"--concurrency: levels must be positive integers, got {' '.join(map(str, args.concurrency))}")
     torch.set_num_threads(2)
     model_cfg = OmegaConf.create({"name": "random" if args.model == "random" else "tiny",
                                   "path": None if args.model in (None, "random") else args.model,
                                   "spec": OmegaConf.structured(VLMSpec)})
     vlm = load_vlm(model_cfg)
-    size = vlm.spec.image_size
-    samples = [generate_page(args.seed + i, SynthConfig(width=size, height=size)) for i in range(args.pages)]
-    rows = []
-    for conc in args.concurrency:
+    samples = [generate_page(args.seed + i, SynthConfig(**vlm.pages)) for i in range(args.pages)]  # its training pages
+    strategies = [build_strategy({"name": name}, vlm.tokenizer) for name in args.strategies]
+
+    def decode(i: int, conc: int, progress: bool):
         ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens)
-        for name in args.strategies:
-            res = parse_pages(vlm, build_strategy({"name": name}, vlm.tokenizer), samples, ecfg, progress=False)
-            steps = [r.steps for r in res.records]
-            lat = [r.latency_s for r in res.records]
-            rows.append({"concurrency": conc, "strategy": name, "median_steps": float(np.median(steps)),
-                         "pages_per_s": len(samples) / res.wall_s, "p95_latency_s": float(np.percentile(lat, 95)),
-                         "tokens": sum(r.generated for r in res.records), "wall_s": res.wall_s})
-            print(json.dumps(rows[-1]), flush=True)
-    base = {r["concurrency"]: r for r in rows if r["strategy"] == args.strategies[0]}
+        return parse_pages(vlm, strategies[i], samples, ecfg, progress=False)
+
+    rows, _ = measure_levels(decode, args.strategies, args.concurrency)
+    add_ratios(rows, args.strategies[0])
     for r in rows:
-        b = base[r["concurrency"]]
-        r["steps_ratio"] = b["median_steps"] / r["median_steps"]
-        r["throughput_ratio"] = r["pages_per_s"] / b["pages_per_s"]
-        r["p95_ratio"] = b["p95_latency_s"] / r["p95_latency_s"]
+        r["tokens"] = r["generated_tokens"]  # the name earlier bench_engine.json files used
     # one stream: the engine vs plain decoding, same pages, same token counts
     eng_s = plain_s = 0.0
     same = True
@@ -101,28 +102,11 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_engine.json").write_text(json.dumps({"rows": rows, "one_stream": one, "args": vars(args)}, indent=1))
-    _plot(rows, args.strategies, out / "bench_engine.png")
-
-
-def _plot(rows, strategies, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for name in strategies:
-        rs = [r for r in rows if r["strategy"] == name]
-        a.plot([r["concurrency"] for r in rs], [r["pages_per_s"] for r in rs], "o-", label=name)
-        b.plot([r["concurrency"] for r in rs], [r["p95_latency_s"] for r in rs], "o-", label=name)
-    for ax, lab in ((a, "pages/s"), (b, "P95 latency (s)")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("concurrent pages")
-        ax.set_ylabel(lab)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot = concurrency_curves(rows, out / "bench_engine.png", f"{len(samples)} pages at each level, same process")
+    write_report(out, {"model": args.model or "shipped", "pages": len(samples), "max_new_tokens": args.max_new_tokens,
+                       "one_stream": one}, {}, [plot], title="treedec bench_engine",
+                 tables={"Throughput and latency by concurrency": rows})
+    print(f"wrote {out}/bench_engine.json, bench_engine.png, report.html")
 
 
 if __name__ == "__main__":

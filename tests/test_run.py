@@ -1,26 +1,32 @@
-"""`python -m treedec run` end to end on a random tiny model: outputs, ratios, flags."""
+"""`python -m treedec run` end to end on a random tiny model: outputs, ratios, flags,
+throughput and latency at several concurrency levels."""
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 
+import pytest
 from PIL import Image
 
 from conftest import ROOT
+from treedec.errors import UserError
+from treedec.speed import concurrency_levels
 
 TINY = ["model=random", "model.spec.image_size=128", "model.spec.text_layers=1", "model.spec.vision_layers=1",
         "model.spec.vision_hidden=64", "model.spec.vision_heads=1", "model.spec.text_hidden=64", "model.spec.head_dim=32",
-        "runtime.max_new_tokens=12"]
+        "runtime.max_new_tokens=12", "runtime.threads=1"]
+PAGES = ["data.page.width=128", "data.page.height=128", "data.page.cell=[8,8]", "data.page.margin=1"]
 
 
-def _run(*args):
+def _run(*args, env=None):
     r = subprocess.run([sys.executable, "-m", "treedec", "run", *TINY, *args], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
+                       cwd=ROOT, timeout=600, env={**os.environ, **(env or {})})
     return r
 
 
 def test_run_writes_the_outputs_contract(tmp_path):
-    r = _run("data.pages=2", "data.page.width=128", "data.page.height=128", "data.page.cell=[8,8]",
-             "data.page.margin=1", "compare=sequential", f"out={tmp_path}")
+    r = _run("data.pages=2", *PAGES, "compare=sequential", f"out={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     for key in ("pages", "text_edit", "layout_f1", "median_steps", "steps_ratio", "tokens_per_step", "pages_per_s",
@@ -34,7 +40,62 @@ def test_run_writes_the_outputs_contract(tmp_path):
     assert any("max_new_tokens" in f for f in fig["flags"])
     assert (tmp_path / "steps_hist.png").is_file() and (tmp_path / "timelines.png").is_file()
     assert (tmp_path / "config.yaml").is_file()
-    assert "steps_ratio" in (tmp_path / "report.html").read_text()
+    report = (tmp_path / "report.html").read_text()
+    assert "steps_ratio" in report
+    # one level (runtime.max_pages): by_concurrency has it for both strategies; the report says how to get curves
+    assert s["concurrency"] == 16 and [(r["concurrency"], r["strategy"]) for r in s["by_concurrency"]] == \
+        [(16, "padoc"), (16, "sequential")]
+    assert "concurrency=[1,4,16]" in report and not (tmp_path / "concurrency.png").exists()
+
+
+def test_run_at_several_concurrency_levels(tmp_path):
+    """concurrency=[1,2]: both strategies at both levels, in one process on the same pages;
+    the curves in the report; with W&B (offline), the plots, tables and report as media."""
+    wandb = importlib.util.find_spec("wandb") is not None
+    extra = ["logger=wandb"] if wandb else []
+    home = str(tmp_path / "wandb-home")
+    env = {"WANDB_SILENT": "true", **{f"WANDB_{d}_DIR": home for d in ("CONFIG", "CACHE", "DATA")}}
+    r = _run("data.pages=2", *PAGES, "compare=sequential", "concurrency=[2,1]", *extra, f"out={tmp_path}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    rows = s["by_concurrency"]
+    assert [(r["concurrency"], r["strategy"]) for r in rows] == [(1, "padoc"), (1, "sequential"), (2, "padoc"),
+                                                                 (2, "sequential")]
+    for row in rows:
+        for key in ("pages_per_s", "p95_latency_s", "median_latency_s", "median_steps", "throughput_ratio",
+                    "p95_ratio"):
+            assert row[key] is not None, key
+        assert row["pages"] == 2 and row["same_text"] == 1.0  # greedy output does not depend on the batch
+    top = rows[2]  # the top-level figures are the largest level's
+    assert s["concurrency"] == 2 and s["pages_per_s"] == top["pages_per_s"]
+    assert s["p95_latency_s"] == top["p95_latency_s"]
+    assert s["throughput_ratio"] == pytest.approx(top["throughput_ratio"])
+    assert len(list((tmp_path / "pages").glob("*.md"))) == 2
+    report = (tmp_path / "report.html").read_text()
+    assert (tmp_path / "concurrency.png").is_file() and "alt='concurrency.png'" in report
+    assert "by concurrency" in report and "concurrency=[1,4,16]" not in report
+    if wandb:
+        files = (tmp_path / "wandb").glob("offline-run-*/files/media/**/*.*")
+        media = {p.parent.name + "/" + p.name.split("_")[0] for p in files}
+        assert {"plots/concurrency", "plots/steps", "tables/by", "tables/pages", "html/report"} <= media, media
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "4", "x", True, [], [1, 0], [2, "x"], {"a": 1}])
+def test_bad_concurrency_values_are_user_errors(value):
+    with pytest.raises(UserError) as e:
+        concurrency_levels(value, 16)
+    assert "\n" not in str(e.value) and "concurrency=[1,4,16]" in str(e.value)
+
+
+def test_concurrency_levels():
+    assert concurrency_levels(None, 16) == [16] and concurrency_levels(4, 16) == [4]
+    assert concurrency_levels([16, 1, 4, 4], 16) == [1, 4, 16]
+
+
+def test_bad_concurrency_on_the_command_line_is_one_line(tmp_path):
+    r = _run("concurrency=[4,0]", f"out={tmp_path}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "concurrency must be a positive integer" in r.stderr.strip().splitlines()[-1]
 
 
 def test_unreadable_image_is_flagged_not_dropped(tmp_path):

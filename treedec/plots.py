@@ -46,3 +46,29 @@ def per_page_bars(per_page: Mapping[str, Mapping], keys: Sequence[str], path: st
     ax.set_title(title, pad=22)
     ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(keys), frameon=False)
     return _save(fig, path)
+
+
+def concurrency_curves(rows: Sequence[Mapping], path: str | Path, title: str | None = None) -> Path:
+    """Pages/s and P95 latency against concurrency (log x), one line per strategy: the
+    `by_concurrency` rows of `run` or experiments/bench_engine.py."""
+    fig = Figure(figsize=(10, 3.6))
+    thru, lat = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    levels = sorted({int(r["concurrency"]) for r in rows})
+    for name in dict.fromkeys(r["strategy"] for r in rows):
+        rs = sorted((r for r in rows if r["strategy"] == name), key=lambda r: r["concurrency"])
+        xs = [r["concurrency"] for r in rs]
+        thru.plot(xs, [r["pages_per_s"] for r in rs], "o-", label=name)
+        lat.plot(xs, [r["p95_latency_s"] for r in rs], "o-", label=name)
+    for ax, label in ((thru, "pages/s (higher is better)"), (lat, "P95 page latency, s (lower is better)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(levels)
+        ax.set_xticklabels([str(c) for c in levels])
+        ax.minorticks_off()
+        ax.set_xlabel("concurrent pages")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return _save(fig, path)

@@ -51,17 +51,33 @@ def _page_table(per_page: Mapping[str, Mapping[str, Any]]) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def _rows_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A list of flat records (e.g. `by_concurrency`) as one table, columns in first-seen order."""
+    columns = list(dict.fromkeys(k for r in rows for k, v in r.items() if _is_scalar(v)))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def _image(path: Path) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     return f"<img alt='{html.escape(Path(path).name)}' src='data:image/png;base64,{data}'>"
 
 
 def write_report(out_dir: str | Path, summary: Mapping[str, Any], per_page: Mapping[str, Mapping[str, Any]],
-                 plots: Sequence[Path], title: str = "treedec report") -> Path:
-    """Write `out_dir/report.html` (no external files: plots are embedded) and return its path."""
+                 plots: Sequence[Path], title: str = "treedec report",
+                 tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, notes: Sequence[str] = ()) -> Path:
+    """Write `out_dir/report.html` (no external files: plots are embedded) and return its path.
+    `tables`: titled lists of records (e.g. `by_concurrency`), after the summary; `notes`:
+    one-line remarks under the plots. The pages section is left out when `per_page` is empty."""
     body = [f"<h1>{html.escape(title)}</h1>", "<h2>Summary</h2>", _summary_table(summary)]
-    body += ["<h2>Plots</h2>", *(_image(p) for p in plots)] if plots else []
-    body += [f"<h2>Pages ({len(per_page)})</h2>", _page_table(per_page)]
+    for name, rows in (tables or {}).items():
+        if rows:
+            body += [f"<h2>{html.escape(name)}</h2>", _rows_table(rows)]
+    if plots or notes:
+        body += ["<h2>Plots</h2>", *(_image(p) for p in plots), *(f"<p>{html.escape(n)}</p>" for n in notes)]
+    if per_page:
+        body += [f"<h2>Pages ({len(per_page)})</h2>", _page_table(per_page)]
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>")
     path = Path(out_dir) / "report.html"

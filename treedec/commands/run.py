@@ -1,8 +1,11 @@
 """`python -m treedec run strategy=padoc [compare=sequential]`: parse pages, score them,
 measure depth and speed; with `compare`, the baseline runs on the same pages in the same
-process and the summary gives ratios (baseline / this strategy)."""
+process and the summary gives ratios (baseline / this strategy). With `concurrency=[1,4,16]`
+the same pages are decoded once per level (pages in flight) for throughput and latency
+curves (`by_concurrency`, concurrency.png); pages and quality come from the largest level."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,27 +19,13 @@ from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.models.vlm import SHIPPED, load_vlm
 from treedec.outputs import RunOutput
+from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.runner import RunResult, parse_pages
+from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
 from treedec.strategies.base import build_strategy
 
-
-def speed_figures(res: RunResult) -> dict[str, Any]:
-    recs = [r for r in res.records if r.steps]
-    steps = [r.steps for r in recs]
-    lat = [r.latency_s for r in recs]
-    return {
-        "median_steps": float(np.median(steps)) if steps else None,
-        "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
-        "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
-        "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
-        "generated_tokens": int(sum(r.generated for r in recs)),
-        "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
-        "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
-        "p50_latency_s": float(np.percentile(lat, 50)) if lat else None,
-        "p95_latency_s": float(np.percentile(lat, 95)) if lat else None,
-        "forward_passes": res.forward_passes, "wall_s": res.wall_s,
-    }
+__all__ = ["main", "quality_figures", "speed_figures"]
 
 
 def quality_figures(res: RunResult) -> tuple[dict[str, Any], dict[str, dict]]:
@@ -90,14 +79,18 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
     plt.close(fig)
 
 
-def _run(strategy_cfg, vlm, samples, engine_cfg, cfg) -> RunResult:
+def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool = True) -> RunResult:
+    """Decode `samples` with `level` pages in flight (runtime.max_pages for this run)."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
     if cfg.runtime.name == "vllm":
+        from omegaconf import OmegaConf
+
         from treedec.runtimes.vllm import parse_pages_vllm
 
         path = None if cfg.model.get("name") == "random" else (cfg.model.get("path") or SHIPPED)
-        return parse_pages_vllm(vlm, strategy, samples, cfg.runtime, model_path=path)
-    return parse_pages(vlm, strategy, samples, engine_cfg)
+        runtime = OmegaConf.merge(cfg.runtime, {"max_pages": level})
+        return parse_pages_vllm(vlm, strategy, samples, runtime, model_path=path, progress=progress)
+    return parse_pages(vlm, strategy, samples, replace(engine_cfg, max_pages=level), progress=progress)
 
 
 def main(cfg, out: RunOutput) -> dict:
@@ -106,14 +99,18 @@ def main(cfg, out: RunOutput) -> dict:
         raise UserError(f"unknown runtime {cfg.runtime.name!r}; use runtime=embedded or runtime=vllm")
     engine_cfg = None if cfg.runtime.name == "vllm" else \
         EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
+    levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
-    samples = list(open_dataset(cfg.data))
-    main_res = _run(cfg.strategy, vlm, samples, engine_cfg, cfg)
-    results = [main_res]
-    base = None
+    samples = list(open_dataset(cfg.data, model_pages=vlm.pages))
+    strategies = [cfg.strategy] + ([{"name": cfg.compare}] if cfg.compare else [])
+    names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
+    by_level, results_by_level = measure_levels(
+        lambda i, level, progress: _run(strategies[i], vlm, samples, engine_cfg, cfg, level, progress), names, levels)
     if cfg.compare:
-        base = _run({"name": cfg.compare}, vlm, samples, engine_cfg, cfg)
-        results.append(base)
+        add_ratios(by_level, cfg.compare)
+    results = results_by_level[levels[-1]]  # pages, quality and the top-level figures: the largest level
+    main_res = results[0]
+    base = results[1] if cfg.compare else None
     quality, per_page_q = quality_figures(main_res)
     speed = speed_figures(main_res)
     for rec in main_res.records:
@@ -124,7 +121,7 @@ def main(cfg, out: RunOutput) -> dict:
                                **{k: quality.get(k) for k in ("text_edit", "text_edit_all", "table_teds", "table_teds_s",
                                                               "formula_edit", "reading_order_edit", "overall",
                                                               "layout_precision", "layout_recall", "layout_f1")},
-                               **speed}
+                               **speed, "concurrency": levels[-1]}
     if base is not None:
         bq, _ = quality_figures(base)
         bs = speed_figures(base)
@@ -133,12 +130,24 @@ def main(cfg, out: RunOutput) -> dict:
         summary["steps_ratio"] = bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
+    summary["by_concurrency"] = by_level
     plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
     plot_steps(results, plots[0])
     plot_timelines(main_res, int(cfg.timelines), plots[1])
+    notes = []
+    if len(levels) > 1:
+        plots.append(concurrency_curves(by_level, out.dir / "concurrency.png",
+                                        f"{len(samples)} pages at each level, same process"))
+    else:
+        notes.append(f"Throughput and latency vs concurrency: one level measured ({levels[0]} pages in flight); "
+                     f"run with {CURVES_HINT} for the curves.")
     _print(summary)
+    if len(levels) > 1:
+        _print_levels(by_level)
     per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
-    write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()], title=f"treedec run: {cfg.strategy.name}")
+    write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
+                 title=f"treedec run: {cfg.strategy.name}", notes=notes,
+                 tables={"Throughput and latency by concurrency": by_level})
     return summary
 
 
@@ -152,4 +161,15 @@ def _print(s: dict) -> None:
         if s.get(k) is not None:
             v = s[k]
             t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    Console().print(t)
+
+
+def _print_levels(rows: list[dict]) -> None:
+    t = Table(title="by concurrency")
+    for c in ("concurrency", "strategy", "pages/s", "p95 s", "median s", "thru x", "p95 x", "same text"):
+        t.add_column(c, justify="left" if c == "strategy" else "right")
+    for r in rows:
+        cells = [r.get(k) for k in ("pages_per_s", "p95_latency_s", "median_latency_s", "throughput_ratio", "p95_ratio",
+                                    "same_text")]
+        t.add_row(str(r["concurrency"]), r["strategy"], *("-" if v is None else f"{v:.3g}" for v in cells))
     Console().print(t)

@@ -1,0 +1,102 @@
+"""Speed figures of a decoding run, and the same pages decoded at several concurrency
+levels (throughput and latency vs concurrency). Shared by `run` and
+experiments/bench_engine.py."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from treedec.errors import UserError
+from treedec.runner import RunResult
+
+CURVES_HINT = "concurrency=[1,4,16]"
+
+
+def speed_figures(res: RunResult) -> dict[str, Any]:
+    """Steps, tokens per step, throughput and latency of one run (decoded pages only)."""
+    recs = [r for r in res.records if r.steps]
+    steps = [r.steps for r in recs]
+    lat = [r.latency_s for r in recs]
+    return {
+        "median_steps": float(np.median(steps)) if steps else None,
+        "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
+        "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
+        "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
+        "generated_tokens": int(sum(r.generated for r in recs)),
+        "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
+        "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
+        "p50_latency_s": float(np.percentile(lat, 50)) if lat else None,
+        "p95_latency_s": float(np.percentile(lat, 95)) if lat else None,
+        "forward_passes": res.forward_passes, "wall_s": res.wall_s,
+    }
+
+
+def concurrency_levels(value: Any, default: int) -> list[int]:
+    """`concurrency=` as sorted distinct levels: null -> [default], N -> [N], [a,b,...] as
+    given. Anything else (0, negatives, non-integers, an empty list) is a one-line UserError."""
+    if value is None:
+        return [int(default)]
+    items = list(value) if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else [value]
+    bad = [v for v in items if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if not items or bad:
+        shown = f"{bad[0]!r}" if bad else "[]"
+        raise UserError(f"concurrency must be a positive integer or a list of them, e.g. {CURVES_HINT}; got {shown}")
+    return sorted(set(int(v) for v in items))
+
+
+def level_row(res: RunResult, concurrency: int) -> dict[str, Any]:
+    """One row of `by_concurrency`: a strategy's speed figures at one level."""
+    fig = speed_figures(res)
+    fig.pop("iqr_steps")
+    fig["median_latency_s"] = fig.pop("p50_latency_s")
+    return {"concurrency": concurrency, "strategy": res.strategy, "pages": len(res.records), **fig}
+
+
+def measure_levels(decode: Callable[[int, int, bool], RunResult], strategies: Sequence[str], levels: Sequence[int],
+                   progress: bool = True) -> tuple[list[dict[str, Any]], dict[int, list[RunResult]]]:
+    """Decode the same pages with every strategy at every level: `decode(i, level, progress)`
+    runs strategies[i] with `level` pages in flight. Returns the `by_concurrency` rows (level
+    by level, strategies in the given order) and the results by level. Each row's
+    `same_text` is the fraction of pages whose flat text equals that at the largest level
+    (greedy decoding should not depend on the batch)."""
+    from tqdm import tqdm
+
+    levels = sorted(levels)
+    runs = [(level, i) for level in levels for i in range(len(strategies))]
+    bar = tqdm(runs, desc="concurrency", unit="run", disable=not progress or len(levels) < 2)
+    results: dict[int, list[RunResult]] = {}
+    for level, i in bar:
+        bar.set_postfix_str(f"{strategies[i]} @ {level}")
+        results.setdefault(level, []).append(decode(i, level, progress))
+    bar.close()
+    top = results[levels[-1]]
+    rows = []
+    for level in levels:
+        for i, res in enumerate(results[level]):
+            row = level_row(res, level)
+            ref = top[i].records
+            row["same_text"] = sum(a.text == b.text for a, b in zip(res.records, ref)) / len(ref) if ref else None
+            rows.append(row)
+    return rows, results
+
+
+def add_ratios(rows: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
+    """Ratios against the `baseline` strategy's row at the same level (> 1: better than the
+    baseline): steps_ratio, throughput_ratio, p95_ratio. Rows without a baseline are left."""
+    base = {}
+    for r in rows:
+        if r["strategy"] == baseline:
+            base.setdefault(r["concurrency"], r)
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    for r in rows:
+        b = base.get(r["concurrency"])
+        if b is None:
+            continue
+        r["steps_ratio"] = ratio(b["median_steps"], r["median_steps"])
+        r["throughput_ratio"] = ratio(r["pages_per_s"], b["pages_per_s"])
+        r["p95_ratio"] = ratio(b["p95_latency_s"], r["p95_latency_s"])
+    return rows
