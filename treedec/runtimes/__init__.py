@@ -3,4 +3,6 @@ strategy and returns the same `treedec.runner.RunResult` as `parse_pages`.
 
 - `treedec.runtimes.vllm`: the request-level realization on stock vLLM (optional extra
   `pip install -e .[vllm]`, or `scripts/install_vllm.sh`); see README.md here.
+- `treedec.runtimes.vllm_drafts`: the `custom_class` speculative proposer through which
+  `hsd` / `padoc_hsd` page drafts reach vLLM (linear chains), and its draft store.
 """

@@ -17,6 +17,11 @@ had a request running, the same accounting as the embedded engine's critical pat
 parallelism runs `data_parallel_size` independent engines in worker processes, each on
 its share of the pages (what vLLM's offline data-parallel recipe does for dense models).
 
+Drafting strategies (`hsd`, `padoc_hsd`) run through vLLM's speculative decoding: the
+engine gets treedec's `custom_class` proposer (`vllm_drafts.py`), which serves the pages'
+drafts, written to a per-engine draft store, as linear chains (HSD's stage 1 is skipped);
+greedy verification keeps the base strategy's pages.
+
 What stock vLLM cannot do for our strategies, and what this backend does instead, is in
 README.md beside this file.
 """
@@ -39,6 +44,7 @@ from treedec.engine.rules import may_fork, take_token
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM, canvas
+from treedec.runtimes.vllm_drafts import ENV_STORE, PROPOSER, DraftStore, page_draft_sequences
 from treedec.strategies.base import Strategy
 
 SERVING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "processor_config.json")
@@ -178,6 +184,15 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int):
     key = (repr(sorted(kw.items(), key=lambda kv: kv[0])), cfg.kv_cache_gb)
     if key in _ENGINES:
         return _ENGINES[key]
+    store = None
+    if (kw.get("speculative_config") or {}).get("model") == PROPOSER:
+        # the page-draft proposer reads this engine's store; the path is fixed before the engine
+        # (and any worker process it starts) exists, one store per engine
+        tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-drafts-")
+        _TMP.append(tmp)
+        store = DraftStore(Path(tmp.name) / "drafts.json")
+        store.clear()
+        os.environ[ENV_STORE] = str(store.path)
     # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(cfg.kv_cache_gb))
@@ -198,6 +213,7 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int):
     finally:
         torch.set_num_threads = set_threads
     torch.set_num_threads(threads)  # the in-process engine computes with this process's threads
+    engine.treedec_drafts = store  # where runs of drafting strategies write their pages' drafts
     _ENGINES[key] = engine
     return engine
 
@@ -219,6 +235,8 @@ class _Page:
     open: dict[str, int] = field(default_factory=dict)  # running request id -> stream
     cached: int = 0  # prompt tokens served from the prefix cache (all requests)
     prompt_tokens: int = 0
+    drafted: int = 0  # draft tokens vLLM scheduled for verification (requests vLLM finished itself)
+    accepted: int = 0  # draft tokens accepted: a step's new tokens of a request minus its one sampled token
 
 
 class VLLMRunner:
@@ -226,11 +244,13 @@ class VLLMRunner:
     `run(items)` yields `PageResult`s as pages finish)."""
 
     def __init__(self, engine, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
-        if strategy.drafter is not None or strategy.prepare is not None:
-            raise UserError(f"strategy {strategy.name!r} verifies draft trees, which stock vLLM cannot do (its "
-                            "speculative decoding verifies one chain per request, from its own proposers): run it "
-                            "with runtime=embedded, or its base strategy here (same pages under greedy); "
-                            "see treedec/runtimes/README.md")
+        if drafting(strategy):
+            why = draft_refusal(strategy, cfg)
+            if why is None and getattr(engine, "treedec_drafts", None) is None:
+                why = (f"strategy {strategy.name!r} needs an engine with treedec's page-draft proposer "
+                       "(parse_pages_vllm builds it and writes the drafts)")
+            if why:
+                raise UserError(why)
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -292,7 +312,7 @@ class VLLMRunner:
         self.cache_figures[page.name] = {"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached}
         now = time.perf_counter()
         return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
-                          page.flags, page.timeline, page.sample)
+                          page.flags, page.timeline, page.sample, page.drafted, page.accepted)
 
     # ------------------------------------------------------------------ requests
     def _prompt(self, page: _Page, sid: int) -> list[int] | None:
@@ -339,10 +359,17 @@ class VLLMRunner:
         new = list(comp.token_ids)
         if new:
             touched.setdefault(page.pid, []).append(sid)
+        taken = 0
         for token in new:
             if not s.live:
                 break
             self._extend(page, sid, token)
+            taken += 1
+        # one step gives a request its sampled token + the draft tokens vLLM accepted before it
+        page.accepted += max(0, taken - 1)
+        metrics = getattr(comp, "spec_decode_metrics", None)  # at finish, with per_request_spec_decode_metrics
+        if metrics is not None:
+            page.drafted += int(metrics.num_draft_tokens)
         if s.live and out.finished:  # vLLM stopped it for a reason of its own (e.g. max_model_len)
             page.graph.finish(sid, f"vllm: {comp.finish_reason}", cut=True)
             page.flags.append(f"cut: stream {sid} ({s.label}) stopped by vLLM ({comp.finish_reason}: "
@@ -366,6 +393,70 @@ class VLLMRunner:
         self._submit(page, child.id)
 
 
+# ---------------------------------------------------------------------- drafts
+def drafting(strategy: Strategy) -> bool:
+    return strategy.drafter is not None or strategy.prepare is not None
+
+
+def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
+    """Why `strategy`'s drafting cannot run on this backend (one line), None when it can:
+    HSD's page drafts (`hsd`, `padoc_hsd`), exact acceptance, the backend's own proposer."""
+    from treedec.drafters.page_drafts import PageDraftDrafter
+    from treedec.engine.draft import accept_greedy
+    from treedec.strategies.hsd import TwoStages
+
+    name = repr(strategy.name)
+    see = "run it with runtime=embedded (see treedec/runtimes/README.md)"
+    if not isinstance(strategy.drafter, PageDraftDrafter) or not isinstance(strategy.prepare, TwoStages):
+        return (f"strategy {name} drafts with {type(strategy.drafter).__name__}, which has no vLLM proposer (only "
+                f"HSD's page drafts have, served as linear chains): {see}")
+    if strategy.acceptor is not accept_greedy:
+        return (f"strategy {name} accepts drafts lossily (relaxed_threshold), vLLM's rejection sampler only exactly "
+                f"(greedy): {see}")
+    if cfg.speculative_config and dict(cfg.speculative_config).get("model") != PROPOSER:
+        return (f"strategy {name} drafts through treedec's own custom_class proposer on runtime=vllm: leave "
+                "runtime.speculative_config unset (num_speculative_tokens = strategy.max_depth)")
+    if cfg.data_parallel_size > 1:
+        return (f"strategy {name} runs on one vLLM engine here (data_parallel_size=1): the data-parallel workers "
+                "rebuild the strategy by name and would lose its drafts")
+    return None
+
+
+def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
+    """`cfg` with the page-draft proposer as vLLM's speculative method (K = the strategy's
+    `max_depth`) and per-request draft counts reported."""
+    from dataclasses import replace
+
+    if cfg.speculative_config:  # already the proposer's (draft_refusal lets no other through)
+        return cfg
+    spec = {"method": "custom_class", "model": PROPOSER,
+            "num_speculative_tokens": int(strategy.drafter.matcher.max_depth)}
+    return replace(cfg, speculative_config=spec,
+                   engine_args={"per_request_spec_decode_metrics": "summary", **dict(cfg.engine_args)})
+
+
+def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[str, dict]:
+    """Draft every page (pipeline OCR, or the ground truth for `drafts=oracle`) and write the
+    sequences to the engine's draft store; HSD's stage 1 (decoding the draft regions' crops
+    to refine the drafts) is skipped here. Returns per-page figures, as `prepare` does."""
+    import logging
+
+    from treedec.strategies.hsd import _draft_pages
+
+    prep, drafter = strategy.prepare, strategy.drafter
+    pages = _draft_pages(samples, prep.source, prep.cache_dir)
+    if prep.stage1:
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: HSD stage 1 (decoding the draft regions' crops) is skipped; the %s drafts are "
+            "verified as they are, as linear chains by vLLM's custom_class speculative decoding",
+            strategy.name, prep.source)
+    m = drafter.matcher
+    seqs = page_draft_sequences([pages[s.name] for s in samples if s.name in pages], vlm.tokenizer, drafter.form,
+                                vlm.prompt_ids(strategy.mode), m.w_max)
+    engine.treedec_drafts.write(seqs, m.w_min, m.w_max)
+    return {name: {"draft_source": prep.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
+
+
 # ---------------------------------------------------------------------- parse_pages
 def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any = None,
                      model_path: str | Path | None = None, progress: bool = True, warmup: bool = True):
@@ -375,6 +466,11 @@ def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any =
 
     cfg = VLLMConfig.from_cfg(cfg)
     samples = list(samples)
+    if drafting(strategy):  # HSD: page drafts through vLLM's speculative decoding (vllm_drafts.py)
+        why = draft_refusal(strategy, cfg)
+        if why:
+            raise UserError(why)
+        cfg = draft_engine_cfg(strategy, cfg)
     if cfg.data_parallel_size > 1:
         return _parse_pages_dp(vlm, strategy, samples, cfg, model_path, progress, warmup)
     from tqdm import tqdm
@@ -387,18 +483,25 @@ def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any =
         else:
             items.append((s.name, s.image, s))
     engine = get_engine(serving_dir(vlm, model_path), cfg, len(vlm.prompt_ids(strategy.mode)))
-    if warmup and items:
-        list(VLLMRunner(engine, vlm, strategy, cfg).run(items[:1]))
-    engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable
-    runner = VLLMRunner(engine, vlm, strategy, cfg)
-    bar = tqdm(total=len(items), desc=f"{strategy.name} (vllm)", unit="page", disable=not progress)
-    t0 = time.perf_counter()
-    for r in runner.run(items):
-        records[r.name] = _record(r, strategy)
-        records[r.name].extra = runner.cache_figures.pop(r.name, {})
-        bar.update(1)
-    wall = time.perf_counter() - t0
-    bar.close()
+    t_draft = time.perf_counter()
+    before = write_drafts(engine, vlm, strategy, samples) if drafting(strategy) else {}
+    t_draft = time.perf_counter() - t_draft  # drafting (pipeline OCR) is on the pages' path: in wall time
+    try:
+        if warmup and items:
+            list(VLLMRunner(engine, vlm, strategy, cfg).run(items[:1]))
+        engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable
+        runner = VLLMRunner(engine, vlm, strategy, cfg)
+        bar = tqdm(total=len(items), desc=f"{strategy.name} (vllm)", unit="page", disable=not progress)
+        t0 = time.perf_counter()
+        for r in runner.run(items):
+            records[r.name] = _record(r, strategy)
+            records[r.name].extra = {**before.get(r.name, {}), **runner.cache_figures.pop(r.name, {})}
+            bar.update(1)
+        wall = time.perf_counter() - t0 + t_draft
+        bar.close()
+    finally:
+        if drafting(strategy):
+            engine.treedec_drafts.clear()  # no later run on this engine sees these pages' drafts
     result = RunResult(strategy.name, [records[s.name] for s in samples], wall, runner.forward_passes)
     result.prefix_cache = {"prompt_tokens": runner.prompt_tokens, "cached_tokens": runner.cached_tokens}  # type: ignore[attr-defined]
     return result

@@ -1,0 +1,168 @@
+"""HSD on runtime=vllm: page drafts served as linear chains by treedec's `custom_class`
+proposer (treedec/runtimes/vllm_drafts.py), verified by vLLM's greedy rejection sampler.
+
+The matching and the store are tested without an engine. The engine tests decode the
+fixture's pages (tests/assets/vllm_tiny) with `hsd` and `padoc_hsd` from `drafts=oracle`
+where the "ground truth" is the model's own greedy output (from the embedded engine's
+base strategy: the fixture is a tiny model, so only its own output makes drafts it
+accepts), and from junk drafts; one vLLM engine (with the proposer) serves the module.
+"""
+import copy
+import random
+import types
+
+import numpy as np
+import pytest
+
+from treedec.drafters.ngram import NgramMatcher
+from treedec.errors import UserError
+from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
+
+from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip
+
+
+# ---------------------------------------------------------------------- no engine
+def test_draft_index_matches_like_the_ngram_matcher():
+    """The index finds what `NgramMatcher.matches` finds (same w growth), and proposes the
+    continuation of one of those matches, at most k tokens."""
+    rng = random.Random(0)
+    for trial in range(300):
+        drafts = [[rng.randrange(4) for _ in range(rng.randrange(0, 40))] for _ in range(rng.randrange(1, 5))]
+        history = [rng.randrange(4) for _ in range(rng.randrange(0, 16))]
+        w_min, w_max = rng.choice([(1, 4), (2, 5), (3, 10)])
+        index = DraftIndex(drafts, w_min, w_max)
+        want = NgramMatcher(w_min, w_max).matches(history, drafts)
+        assert index.matches(history) == want, trial
+        k = rng.randrange(1, 6)
+        got = index.propose(history, k)
+        options = [drafts[d][j:j + k] for d, j in want if j < len(drafts[d])]
+        assert (got in options) if options else got == [], trial
+
+
+def test_draft_index_prefers_the_draft_that_agrees_furthest_back():
+    index = DraftIndex([[1, 2, 7, 8, 9, 5], [3, 4, 7, 8, 9, 6]], w_min=2, w_max=3)
+    assert index.propose([4, 7, 8, 9], 4) == [6]  # both match [7, 8, 9]; the second agrees one token further
+    assert index.propose([0, 7, 8, 9], 4) == [5]  # a tie: the first stored
+    assert index.propose([9, 9], 4) == []
+
+
+def _proposer(tmp_path, monkeypatch, k=4):
+    store = DraftStore(tmp_path / "drafts.json")
+    monkeypatch.setenv(ENV_STORE, str(store.path))
+    cfg = types.SimpleNamespace(speculative_config=types.SimpleNamespace(num_speculative_tokens=k),
+                                model_config=types.SimpleNamespace(max_model_len=64))
+    return store, PageDraftProposer(cfg)
+
+
+def _rows(*contexts, width=64):
+    ids = np.zeros((len(contexts), width), dtype=np.int32)
+    for i, c in enumerate(contexts):
+        ids[i, :len(c)] = c
+    return np.array([len(c) for c in contexts], dtype=np.int32), ids
+
+
+def test_proposer_serves_the_store_and_follows_rewrites(tmp_path, monkeypatch):
+    store, proposer = _proposer(tmp_path, monkeypatch)
+    n, ids = _rows([5, 1, 2, 3], [5, 1, 2, 3], [9, 9, 9])
+    assert proposer.propose([[3], [3], [9]], n, ids) == [[], [], []]  # no store file yet: no drafts
+    proposer.load_model(object())  # vLLM's CPU runner calls it unconditionally
+    store.write([[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 9, 9, 9]], w_min=3, w_max=5)
+    # a row with no new token this step (e.g. a prefill chunk) gets no draft; k caps the chain
+    assert proposer.propose([[3], [], [9]], n, ids) == [[4, 5, 6, 7], [], []]
+    store.write([[1, 2, 3, 6]], w_min=3, w_max=5)  # the next run's drafts: reloaded
+    assert proposer.propose([[3]], *_rows([1, 2, 3])) == [[6]]
+    store.clear()
+    assert proposer.propose([[3]], *_rows([1, 2, 3])) == [[]]
+    n, ids = _rows(list(range(60)) + [1, 2, 3])  # 63 tokens of max_model_len 64: one more at most
+    store.write([[1, 2, 3, 4, 5]], w_min=3, w_max=5)
+    assert proposer.propose([[3]], n, ids) == [[4]]
+
+
+@pytest.mark.parametrize("params, cfg, words", [
+    ({"name": "hsd", "relaxed_threshold": 0.3}, {}, "lossily"),
+    ({"name": "padoc_hsd"}, {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
+     "speculative_config unset"),
+    ({"name": "hsd"}, {"data_parallel_size": 2}, "data_parallel_size"),
+])
+def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
+    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.strategies.base import build_strategy
+    from treedec.tokenizer import Tokenizer
+
+    strategy = build_strategy(params, Tokenizer())
+    with pytest.raises(UserError, match=words) as e:
+        parse_pages_vllm(None, strategy, [], VLLMConfig(**cfg), progress=False)
+    assert "\n" not in str(e.value)
+
+
+def test_a_drafter_without_a_proposer_is_refused():
+    from treedec.drafters.page_drafts import SequenceDrafter
+    from treedec.runtimes.vllm import VLLMConfig, draft_refusal
+    from treedec.strategies.base import STRATEGIES
+    from treedec.tokenizer import Tokenizer
+
+    strategy = STRATEGIES.get("sequential")(Tokenizer())
+    strategy.drafter = SequenceDrafter()
+    assert "SequenceDrafter" in draft_refusal(strategy, VLLMConfig())
+
+
+# ---------------------------------------------------------------------- one engine
+def _reversed_contents(page):
+    junk = copy.deepcopy(page)
+    for b in junk.blocks:
+        b.content = b.content[::-1]
+    return junk
+
+
+@pytest.fixture(scope="module")
+def drafted_runs():
+    """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy."""
+    _vllm_or_skip()
+    from treedec.engine.engine import EngineConfig
+    from treedec.runner import parse_pages
+    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.strategies.base import build_strategy
+
+    vlm, samples = _vlm(), _samples()
+    out = {}
+    for name, base in (("hsd", "sequential"), ("padoc_hsd", "padoc")):
+        emb = parse_pages(vlm, build_strategy({"name": base}, vlm.tokenizer), samples,
+                          EngineConfig(max_new_tokens=MAX_NEW, max_pages=4), progress=False)
+        runs = {}
+        for kind, make in (("own", lambda p: p), ("junk", _reversed_contents)):
+            drafted = [copy.copy(s) for s in samples]
+            for s, rec in zip(drafted, emb.records):
+                s.page = make(rec.page)  # drafts=oracle drafts from the sample's page
+            strategy = build_strategy({"name": name, "drafts": "oracle"}, vlm.tokenizer)
+            runs[kind] = parse_pages_vllm(vlm, strategy, drafted, VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4),
+                                          model_path=FIXTURE, progress=False)
+        out[name] = (emb, runs)
+    return out
+
+
+@pytest.mark.xdist_group("vllm")
+@pytest.mark.parametrize("name", ["hsd", "padoc_hsd"])
+@pytest.mark.parametrize("kind", ["own", "junk"])
+def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
+    emb, runs = drafted_runs[name]
+    vll = runs[kind]
+    assert vll.strategy == name
+    for e, v in zip(emb.records, vll.records):
+        assert v.text == e.text, e.name
+        assert v.generated == e.generated and v.streams == e.streams and v.flags == e.flags, e.name
+        assert v.extra["draft_source"] == "oracle" and v.extra["stage1_crops"] == 0, e.name  # no stage 1 on vLLM
+        assert v.drafted >= v.accepted > 0, e.name
+        assert v.steps < e.steps, e.name  # base steps: the same on both runtimes (test_vllm_backend)
+        assert v.accepted_per_step > 1, e.name
+    if kind == "own":  # drafts the model agrees with: most tokens come from them
+        for e, v in zip(emb.records, vll.records):
+            assert v.steps * 4 < e.steps and v.accepted > 0.8 * v.generated, (e.name, e.steps, v.steps, v.accepted)
+
+
+@pytest.mark.xdist_group("vllm")
+def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs):
+    from treedec.runtimes.vllm import _ENGINES
+
+    stores = [e.treedec_drafts for e in _ENGINES.values() if getattr(e, "treedec_drafts", None) is not None]
+    assert len(stores) == 1
+    assert stores[0].read().drafts == []  # a finished run leaves no drafts behind
