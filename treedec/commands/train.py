@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 
@@ -20,16 +21,27 @@ def plot_history(history: list[dict], path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [h["step"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    a.plot(steps, [h["loss"] for h in history], lw=0.8)
+    rows = [h for h in history if h.get("loss", 0) > 0]  # none during the vision-only grounding warm-up
+    steps = np.array([h["step"] for h in rows])
+    for ax, key in ((a, "loss"), (b, "token_acc")):
+        y = np.array([h[key] for h in rows])
+        ax.plot(steps, y, lw=0.5, alpha=0.35, color="C0")
+        k = min(25, len(y))
+        if k > 1:  # a running mean over k logged points
+            ax.plot(steps[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), lw=1.4, color="C0")
+        ax.set_xlabel("step")
+    if history and rows and rows[0]["step"] > history[0]["step"]:
+        fig.suptitle(f"text losses start at step {rows[0]['step']} (vision-only grounding warm-up before)", fontsize=8)
     a.set_yscale("log")
-    a.set_xlabel("step")
     a.set_ylabel("training loss (per token)")
-    b.plot(steps, [h["token_acc"] for h in history], lw=0.8)
-    b.set_xlabel("step")
     b.set_ylabel("teacher-forced token accuracy")
     b.set_ylim(0, 1)
+    for prev, h in zip(history, history[1:]):  # curriculum stage changes
+        if h.get("stage") != prev.get("stage"):
+            for ax in (a, b):
+                ax.axvline(h["step"], color="grey", ls=":", lw=0.8)
+            b.annotate(f"stage {h.get('stage')}", (h["step"], 0.02), fontsize=7, color="grey")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
