@@ -14,6 +14,7 @@ Drafts go through the per-page cache (`--cache-dir`), so a rerun only scores. Ti
 
     python experiments/draft_quality.py                       # 40 synthetic + the demo pages
     python experiments/draft_quality.py --pages 10 --no-real --upscale-min-side 768
+    python experiments/draft_quality.py --model shipped --no-real   # the shipped model's page distribution
     # table on stdout; runs/draft_quality.json
 """
 from __future__ import annotations
@@ -99,6 +100,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--size", default="384x512", help="synthetic page size WxH in pixels")
     ap.add_argument("--cell", default="8x16", help="synthetic glyph cell WxH in pixels")
+    ap.add_argument("--model", default=None,
+                    help="a checkpoint folder: synthetic pages of its training distribution (treedec.json 'pages'), "
+                         "overriding --size/--cell; 'shipped' for the shipped model")
     ap.add_argument("--real", default=str(ROOT.parent / "shared" / "omnidocbench_demo"))
     ap.add_argument("--no-real", action="store_true")
     ap.add_argument("--cache-dir", default=None, help="default: $TREEDEC_DRAFT_CACHE or ~/.cache/treedec/drafts")
@@ -117,7 +121,13 @@ def main() -> None:
                          threads=args.threads, tables=not args.no_tables)
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     (w, h), (cw, ch) = (tuple(int(v) for v in x.lower().split("x")) for x in (args.size, args.cell))
-    synth = SynthDataset(pages=args.pages, seed=args.seed, page={"width": w, "height": h, "cell": (cw, ch)})
+    page = {"width": w, "height": h, "cell": (cw, ch)}
+    if args.model:
+        from treedec.models.vlm import SHIPPED
+
+        meta = json.loads((Path(SHIPPED if args.model == "shipped" else args.model) / "treedec.json").read_text())
+        page = meta.get("pages") or {"width": meta["spec"]["image_size"], "height": meta["spec"]["image_size"]}
+    synth = SynthDataset(pages=args.pages, seed=args.seed, page=page)
     results = [score("synthetic", list(synth), cfg, cache_dir)]
     real = Path(args.real)
     if not args.no_real and real.is_dir():
