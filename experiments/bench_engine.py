@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
+from treedec.evaluate import evaluate_pages
 from treedec.models.vlm import VLMSpec, load_vlm
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
@@ -50,6 +51,10 @@ def plain_greedy(vlm, prompt, max_new: int) -> tuple[list[int], float]:
     return new, time.perf_counter() - t
 
 
+def _f(v) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="checkpoint folder; default the shipped model; 'random' for a smoke run")
@@ -76,8 +81,15 @@ def main() -> None:
         ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens)
         return parse_pages(vlm, strategies[i], samples, ecfg, progress=False)
 
-    rows, _ = measure_levels(decode, args.strategies, args.concurrency)
+    rows, results = measure_levels(decode, args.strategies, args.concurrency)
     add_ratios(rows, args.strategies[0])
+    # quality of every run against the pages' ground truth (greedy: the same at every level)
+    by_key = {(level, res.strategy): res for level, rs in results.items() for res in rs}
+    for r in rows:
+        res = by_key[(r["concurrency"], r["strategy"])]
+        ev = evaluate_pages({x.name: x.page for x in res.records}, [x.gt for x in res.records])
+        r.update(text_edit=ev.get("text_edit"), layout_f1=ev.get("layout_f1"), table_teds=ev.get("table_teds"),
+                 formula_edit=ev.get("formula_edit"))
     for r in rows:
         r["tokens"] = r["generated_tokens"]  # the name earlier bench_engine.json files used
     # one stream: the engine vs plain decoding, same pages, same token counts
@@ -94,10 +106,12 @@ def main() -> None:
         ours = vlm.tokenizer.encode(res.records[0].text)
         same &= ours == ref[: len(ours)]
     one = {"engine_s": eng_s, "plain_s": plain_s, "engine_over_plain": eng_s / plain_s, "same_tokens": same}
-    print(f"\n{'conc':>5} {'strategy':<12} {'steps':>7} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} {'thru x':>7} {'p95 x':>6}")
+    print(f"\n{'conc':>5} {'strategy':<12} {'steps':>7} {'acc/step':>8} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} "
+          f"{'thru x':>7} {'p95 x':>6} {'text_edit':>9} {'layout_f1':>9}")
     for r in rows:
-        print(f"{r['concurrency']:>5} {r['strategy']:<12} {r['median_steps']:>7.0f} {r['pages_per_s']:>8.3f} "
-              f"{r['p95_latency_s']:>7.2f} {r['steps_ratio']:>7.2f}x {r['throughput_ratio']:>6.2f}x {r['p95_ratio']:>5.2f}x")
+        print(f"{r['concurrency']:>5} {r['strategy']:<12} {r['median_steps']:>7.0f} {r['accepted_per_step']:>8.2f} "
+              f"{r['pages_per_s']:>8.3f} {r['p95_latency_s']:>7.2f} {r['steps_ratio']:>7.2f}x {r['throughput_ratio']:>6.2f}x "
+              f"{r['p95_ratio']:>5.2f}x {_f(r['text_edit']):>9} {_f(r['layout_f1']):>9}")
     print(f"one stream: engine {eng_s:.2f}s vs plain {plain_s:.2f}s -> {one['engine_over_plain']:.2f}x, same tokens: {same}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
