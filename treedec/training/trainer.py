@@ -65,6 +65,27 @@ class TrainConfig:
             raise UserError("train.grounding needs train.attention=tree")
 
 
+def _malloc_trim():
+    """glibc's malloc_trim, or None. Every step's batch has a different shape; without
+    handing freed heap pages back, the process's resident memory kept growing (5 -> 10 GB
+    over 1000 steps of the tiny_v1 run)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _rss_mb() -> float | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _dist() -> tuple[int, int]:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         import torch.distributed as dist
@@ -301,8 +322,12 @@ class Trainer:
         from tqdm import tqdm
 
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="train", unit="step", disable=not progress or self.rank)
+        trim = _malloc_trim()
         while self.step < self.cfg.steps:
             row = self.train_step()
+            if trim is not None:
+                trim(0)
+                row["rss_mb"] = _rss_mb()
             self.history.append(row)
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['token_acc']:.3f}", lr=f"{row['lr']:.1e}")
