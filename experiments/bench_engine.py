@@ -5,6 +5,9 @@ running one stream vs plain greedy decoding of the same model (HF forward + Dyna
     python experiments/bench_engine.py [--model PATH|random] [--pages 32] [--concurrency 1 4 16 64]
         [--strategies sequential padoc] [--out runs/bench_engine]
 
+A strategy may carry options, `name:key=value,key=value` (e.g. `hsd:drafts=oracle`); its
+rows are labelled with the whole string.
+
 Figures are ratios against the sequential baseline measured in the same run. Writes
 bench_engine.json, bench_engine.png (pages/s and P95 latency vs concurrency) and report.html;
 the measurement is treedec.speed's, as in `python -m treedec run concurrency=[1,4,16]`.
@@ -51,6 +54,20 @@ def plain_greedy(vlm, prompt, max_new: int) -> tuple[list[int], float]:
     return new, time.perf_counter() - t
 
 
+def _strategy_cfg(spec: str) -> dict:
+    """`name` or `name:key=value,...` -> a strategy config (values parsed as YAML scalars)."""
+    import yaml
+
+    name, _, opts = spec.partition(":")
+    cfg = {"name": name}
+    for kv in filter(None, opts.split(",")):
+        key, sep, value = kv.partition("=")
+        if not sep:
+            raise SystemExit(f"--strategies: expected key=value in {spec!r}, got {kv!r}")
+        cfg[key] = yaml.safe_load(value)
+    return cfg
+
+
 def _f(v) -> str:
     return "-" if v is None else f"{v:.4f}"
 
@@ -60,7 +77,8 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint folder; default the shipped model; 'random' for a smoke run")
     ap.add_argument("--pages", type=int, default=32)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
-    ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc"])
+    ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc"],
+                    help="strategy names, optionally with options: name:key=value,...")
     ap.add_argument("--max-new-tokens", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--out", default="runs/bench_engine")
@@ -75,11 +93,13 @@ def main() -> None:
                                   "spec": OmegaConf.structured(VLMSpec)})
     vlm = load_vlm(model_cfg)
     samples = [generate_page(args.seed + i, SynthConfig(**vlm.pages)) for i in range(args.pages)]  # its training pages
-    strategies = [build_strategy({"name": name}, vlm.tokenizer) for name in args.strategies]
+    strategies = [build_strategy(_strategy_cfg(spec), vlm.tokenizer) for spec in args.strategies]
 
     def decode(i: int, conc: int, progress: bool):
         ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens)
-        return parse_pages(vlm, strategies[i], samples, ecfg, progress=False)
+        res = parse_pages(vlm, strategies[i], samples, ecfg, progress=False)
+        res.strategy = args.strategies[i]  # the label, options included
+        return res
 
     rows, results = measure_levels(decode, args.strategies, args.concurrency)
     add_ratios(rows, args.strategies[0])
@@ -106,10 +126,10 @@ def main() -> None:
         ours = vlm.tokenizer.encode(res.records[0].text)
         same &= ours == ref[: len(ours)]
     one = {"engine_s": eng_s, "plain_s": plain_s, "engine_over_plain": eng_s / plain_s, "same_tokens": same}
-    print(f"\n{'conc':>5} {'strategy':<12} {'steps':>7} {'acc/step':>8} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} "
+    print(f"\n{'conc':>5} {'strategy':<24} {'steps':>7} {'acc/step':>8} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} "
           f"{'thru x':>7} {'p95 x':>6} {'text_edit':>9} {'layout_f1':>9}")
     for r in rows:
-        print(f"{r['concurrency']:>5} {r['strategy']:<12} {r['median_steps']:>7.0f} {r['accepted_per_step']:>8.2f} "
+        print(f"{r['concurrency']:>5} {r['strategy']:<24} {r['median_steps']:>7.0f} {r['accepted_per_step']:>8.2f} "
               f"{r['pages_per_s']:>8.3f} {r['p95_latency_s']:>7.2f} {r['steps_ratio']:>7.2f}x {r['throughput_ratio']:>6.2f}x "
               f"{r['p95_ratio']:>5.2f}x {_f(r['text_edit']):>9} {_f(r['layout_f1']):>9}")
     print(f"one stream: engine {eng_s:.2f}s vs plain {plain_s:.2f}s -> {one['engine_over_plain']:.2f}x, same tokens: {same}")
