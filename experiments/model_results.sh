@@ -10,3 +10,10 @@ $PY -m treedec run strategy=padoc compare=sequential data.pages=$PAGES out=runs/
 $PY experiments/bench_engine.py --pages 32 --concurrency 1 4 16 64 --strategies sequential padoc --out runs/bench_engine
 $PY experiments/draft_quality.py --model shipped --pages 32 --no-real --out runs/draft_quality_model.json
 $PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequential padoc hsd padoc_hsd hsd:drafts=oracle padoc_hsd:drafts=oracle --out runs/bench_hsd
+# the oracle (model-free) depth of the same page distribution, for the steps ratio's ceiling
+$PY -m treedec depth data.pages=$PAGES data.page.width=256 data.page.height=256 'data.page.cell=[16,16]' data.page.margin=1 \
+  'data.page.regions=[1,4]' data.page.text_mode=mixed 'data.page.para_words=[1,10]' data.page.wrap=hard \
+  'data.page.kinds={text_block:0.5,title:0.2,table:0.12,equation_isolated:0.08,figure:0.1}' \
+  'data.page.table_rows=[2,3]' 'data.page.table_cols=[2,3]' data.page.furniture_prob=0.4 out=runs/depth-model-pages
+$PY experiments/bench_engine.py --pages 16 --concurrency 1 --strategies sequential padoc hsd:drafts=oracle \
+  padoc_hsd:drafts=oracle padoc_hsd:drafts=oracle,stage1=false hsd:stage1=false padoc_hsd:stage1=false --out runs/bench_hsd_c1
