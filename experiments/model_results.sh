@@ -17,3 +17,6 @@ $PY -m treedec depth data.pages=$PAGES data.page.width=256 data.page.height=256 
   'data.page.table_rows=[2,3]' 'data.page.table_cols=[2,3]' data.page.furniture_prob=0.4 out=runs/depth-model-pages
 $PY experiments/bench_engine.py --pages 16 --concurrency 1 --strategies sequential padoc hsd:drafts=oracle \
   padoc_hsd:drafts=oracle padoc_hsd:drafts=oracle,stage1=false hsd:stage1=false padoc_hsd:stage1=false --out runs/bench_hsd_c1
+# both runtimes on the same pages (needs the vllm extra: scripts/install_vllm.sh)
+$PY -m treedec run runtime=vllm strategy=padoc compare=sequential data.pages=32 out=runs/vllm-model || echo "(vLLM not installed: skipped)"
+$PY -m treedec run strategy=padoc compare=sequential data.pages=32 out=runs/embedded-model
