@@ -188,3 +188,16 @@ def test_unknown_model_type_is_a_user_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(UserError, match=r"unsupported model_type 'llama'.*supported: idefics3, qwen3_vl"):
         load_vlm(model_cfg(tmp_path))
+
+
+def test_training_a_qwen3_vl_checkpoint_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    path = save_tiny_qwen3_vl(tmp_path / "q")
+    r = subprocess.run([sys.executable, "-m", "treedec", "train", f"model.path={path}", "train.steps=1",
+                        f"out={tmp_path / 'out'}"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "train continues treedec's own tiny VLM only" in r.stderr

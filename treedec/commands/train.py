@@ -52,6 +52,9 @@ def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(tcfg.threads)
     if cfg.model.path:
         vlm = VLM.load(cfg.model.path)
+        if not vlm.trainable:
+            raise UserError(f"{cfg.model.path} is a {type(vlm).__name__} checkpoint: train continues treedec's own "
+                            "tiny VLM only (Qwen3-VL checkpoints run with `run` on the embedded engine)")
     else:
         spec = VLMSpec(**OmegaConf.to_container(cfg.model.spec, resolve=True))
         vlm = VLM.tiny(spec, seed=tcfg.seed)

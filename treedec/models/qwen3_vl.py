@@ -153,6 +153,8 @@ class Qwen3VL(VLM):
     """A Qwen3-VL checkpoint with treedec's tokenizer API: `prompt(image, mode)` and
     `adapter()` as `VLM`; `pages` is None (no synthetic page distribution is known)."""
 
+    trainable = False  # `train` works on treedec's own VLM only
+
     def __init__(self, model: torch.nn.Module, tokenizer: CheckpointTokenizer, image_processor,
                  chat_template: str | None = None):
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor

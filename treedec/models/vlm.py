@@ -68,6 +68,8 @@ def pixels(images: list[Image.Image], size: int) -> torch.Tensor:
 class VLM:
     """Model + tokenizer + spec; `prompt(image, mode)` builds what the engine prefills."""
 
+    trainable = True  # `python -m treedec train` can continue it
+
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, spec: VLMSpec, pages: dict | None = None):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
         # the synthetic page distribution (SynthConfig knobs) the model was trained on: `run`'s
