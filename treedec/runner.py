@@ -62,13 +62,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     samples = list(samples)
     t_start = time.perf_counter()
     before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
-    records: dict[str, PageRecord] = {}
-    items = []
-    for s in samples:
-        if s.image is None:
-            records[s.name] = unreadable(s)
-        else:
-            items.append((s.name, vlm.prompt(s.image, strategy.mode), s))
+    records, items = split_readable(samples, lambda s: vlm.prompt(s.image, strategy.mode))
     if warmup and items:
         list(Engine(vlm.adapter(), strategy, engine_cfg).run(items[:1]))
     engine = Engine(vlm.adapter(), strategy, engine_cfg)
@@ -84,6 +78,19 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
             records[name].extra = extra
     wall = time.perf_counter() - (t_start if before else t0)
     return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes)
+
+
+def split_readable(samples: Iterable[Sample], prepare) -> tuple[dict[str, "PageRecord"], list[tuple[str, Any, Sample]]]:
+    """Pages without an image become flagged empty records (kept, never dropped); the others
+    become `(name, prepare(sample), sample)` items for a runtime."""
+    records: dict[str, PageRecord] = {}
+    items = []
+    for s in samples:
+        if s.image is None:
+            records[s.name] = unreadable(s)
+        else:
+            items.append((s.name, prepare(s), s))
+    return records, items
 
 
 def unreadable(sample: Sample) -> PageRecord:

@@ -54,7 +54,9 @@ class PageResult:
 
 
 @dataclass
-class _Page:
+class PageState:
+    """A page being decoded: what every runtime keeps (this engine's `_Page`, the vLLM
+    runner's)."""
     pid: int
     name: str
     sample: Any
@@ -66,6 +68,10 @@ class _Page:
     timeline: list[list[int]] = field(default_factory=list)
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # draft tokens accepted
+
+
+@dataclass
+class _Page(PageState):
     slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
     offset: int = 0  # added to the graph positions the model sees (Prompt.position_offset)

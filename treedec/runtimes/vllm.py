@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from treedec.engine.engine import PageResult
+from treedec.engine.engine import PageResult, PageState
 from treedec.engine.policy import Fork
 from treedec.engine.rules import may_fork, take_token
 from treedec.errors import UserError
@@ -219,24 +219,15 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int):
 
 
 # ---------------------------------------------------------------------- decoding
-@dataclass
-class _Page:
-    pid: int
-    name: str
-    sample: Any
+@dataclass(kw_only=True)
+class _Page(PageState):
     image: Any  # the canvas the embedded engine builds its pixels from
     uuid: str  # content hash of the canvas: vLLM's multimodal (and prefix-cache) key
-    graph: DecodingGraph
-    t_submit: float
-    t_admit: float = 0.0
-    steps: int = 0
-    flags: list[str] = field(default_factory=list)
-    timeline: list[list[int]] = field(default_factory=list)
     open: dict[str, int] = field(default_factory=dict)  # running request id -> stream
     cached: int = 0  # prompt tokens served from the prefix cache (all requests)
     prompt_tokens: int = 0
-    drafted: int = 0  # draft tokens vLLM scheduled for verification (requests vLLM finished itself)
-    accepted: int = 0  # draft tokens accepted: a step's new tokens of a request minus its one sampled token
+    # PageState.drafted here: draft tokens vLLM scheduled for verification (requests vLLM
+    # finished itself); accepted: a step's new tokens of a request minus its one sampled token
 
 
 class VLLMRunner:
@@ -299,7 +290,8 @@ class VLLMRunner:
     def _admit(self, name: str, image, sample, t_submit: float) -> None:
         pic = canvas(image, self.vlm.spec.image_size)
         uuid = hashlib.blake2b(pic.tobytes(), digest_size=16).hexdigest()
-        page = _Page(self._next_pid, name, sample, pic, uuid, DecodingGraph(), t_submit, time.perf_counter())
+        page = _Page(pid=self._next_pid, name=name, sample=sample, image=pic, uuid=uuid, graph=DecodingGraph(),
+                     t_submit=t_submit, t_admit=time.perf_counter())
         self._next_pid += 1
         self.active[page.pid] = page
         root = page.graph.root(self.vlm.prompt_ids(self.strategy.mode), label="root")
@@ -462,7 +454,7 @@ def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any =
                      model_path: str | Path | None = None, progress: bool = True, warmup: bool = True):
     """`treedec.runner.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
     engine steps in which the page had a request running, prefill included)."""
-    from treedec.runner import PageRecord, RunResult, _record, unreadable
+    from treedec.runner import RunResult, _record, split_readable
 
     cfg = VLLMConfig.from_cfg(cfg)
     samples = list(samples)
@@ -475,13 +467,7 @@ def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any =
         return _parse_pages_dp(vlm, strategy, samples, cfg, model_path, progress, warmup)
     from tqdm import tqdm
 
-    records: dict[str, PageRecord] = {}
-    items = []
-    for s in samples:
-        if s.image is None:
-            records[s.name] = unreadable(s)
-        else:
-            items.append((s.name, s.image, s))
+    records, items = split_readable(samples, lambda s: s.image)
     engine = get_engine(serving_dir(vlm, model_path), cfg, len(vlm.prompt_ids(strategy.mode)))
     t_draft = time.perf_counter()
     before = write_drafts(engine, vlm, strategy, samples) if drafting(strategy) else {}
