@@ -6,7 +6,8 @@ running one stream vs plain greedy decoding of the same model (HF forward + Dyna
         [--strategies sequential padoc] [--out runs/bench_engine]
 
 A strategy may carry options, `name:key=value,key=value` (e.g. `hsd:drafts=oracle`); its
-rows are labelled with the whole string.
+rows are labelled with the whole string. `attention=dense|blocked` there is the engine's
+(e.g. `sequential:attention=dense` against `sequential`).
 
 Figures are ratios against the sequential baseline measured in the same run. Writes
 bench_engine.json, bench_engine.png (pages/s and P95 latency vs concurrency) and report.html;
@@ -54,18 +55,22 @@ def plain_greedy(vlm, prompt, max_new: int) -> tuple[list[int], float]:
     return new, time.perf_counter() - t
 
 
-def _strategy_cfg(spec: str) -> dict:
-    """`name` or `name:key=value,...` -> a strategy config (values parsed as YAML scalars)."""
+ENGINE_KEYS = ("attention",)  # options that go to the engine (EngineConfig), not to the strategy
+
+
+def _strategy_cfg(spec: str) -> tuple[dict, dict]:
+    """`name` or `name:key=value,...` -> (strategy config, engine overrides); values are
+    parsed as YAML scalars; `attention=` is the engine's."""
     import yaml
 
     name, _, opts = spec.partition(":")
-    cfg = {"name": name}
+    cfg, engine = {"name": name}, {}
     for kv in filter(None, opts.split(",")):
         key, sep, value = kv.partition("=")
         if not sep:
             raise SystemExit(f"--strategies: expected key=value in {spec!r}, got {kv!r}")
-        cfg[key] = yaml.safe_load(value)
-    return cfg
+        (engine if key in ENGINE_KEYS else cfg)[key] = yaml.safe_load(value)
+    return cfg, engine
 
 
 def _f(v) -> str:
@@ -93,10 +98,11 @@ def main() -> None:
                                   "spec": OmegaConf.structured(VLMSpec)})
     vlm = load_vlm(model_cfg)
     samples = [generate_page(args.seed + i, SynthConfig(**vlm.pages)) for i in range(args.pages)]  # its training pages
-    strategies = [build_strategy(_strategy_cfg(spec), vlm.tokenizer) for spec in args.strategies]
+    specs = [_strategy_cfg(spec) for spec in args.strategies]
+    strategies = [build_strategy(cfg, vlm.tokenizer) for cfg, _ in specs]
 
     def decode(i: int, conc: int, progress: bool):
-        ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens)
+        ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens, **specs[i][1])
         res = parse_pages(vlm, strategies[i], samples, ecfg, progress=False)
         res.strategy = args.strategies[i]  # the label, options included
         return res

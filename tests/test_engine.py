@@ -31,13 +31,13 @@ def test_one_stream_equals_hf_greedy(attn):
     assert r.steps == len(ours)  # one forward per token, prefill included
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_tree_equals_per_branch_decoding(attn):
+@pytest.mark.parametrize("attn, attention", [("sdpa", "blocked"), ("sdpa", "dense"), ("eager", "dense")])
+def test_tree_equals_per_branch_decoding(attn, attention):
     model = tiny_llama(2, attn)
     p = prompt(5)
     lengths = [7, 3, 11, 5]
     proc = ForcedTree(len(p.ids), 4, lengths)
-    _, [r] = run(model, "padoc", [p], processors=[proc])
+    _, [r] = run(model, "padoc", [p], processors=[proc], attention=attention)
     g = r.graph
     assert len(g) == 5 and all(not s.live for s in g.streams)
     # the layout stream equals HF greedy on the prompt
@@ -62,7 +62,8 @@ def test_flat_and_tree_contents_are_read_from_the_same_prefix():
     assert "<FORK>" not in flat
 
 
-def test_results_do_not_depend_on_batch_company():
+@pytest.mark.parametrize("attention", ["blocked", "dense"])
+def test_results_do_not_depend_on_batch_company(attention):
     model = tiny_llama(3)
     prompts = [prompt(s, n=8 + s) for s in range(5)]
     procs = [ForcedTree(len(p.ids), 1 + i % 3, [3 + i, 5, 2]) for i, p in enumerate(prompts)]
@@ -74,12 +75,51 @@ def test_results_do_not_depend_on_batch_company():
                     return proc(ids, scores)
             raise AssertionError("unknown page")
 
-    alone = [run(model, "padoc", [p], processors=[PerPrompt()])[1][0] for p in prompts]
-    eng, together = run(model, "padoc", prompts, processors=[PerPrompt()], max_pages=3, compact_min=16, compact_ratio=0.2)
+    alone = [run(model, "padoc", [p], processors=[PerPrompt()], attention=attention)[1][0] for p in prompts]
+    eng, together = run(model, "padoc", prompts, processors=[PerPrompt()], max_pages=3, compact_min=16, compact_ratio=0.2,
+                        attention=attention)
     for a, b in zip(alone, together):
         assert [s.tokens for s in a.graph.streams] == [s.tokens for s in b.graph.streams]
         assert a.steps == b.steps
     assert eng.arena.used == 0
+
+
+def test_blocked_attention_step_equals_the_dense_mask():
+    """One engine step with several pages, forks and drafts: attention page by page gives
+    the logits of one forward under the dense arena mask."""
+    from treedec.engine.draft import DraftTree
+
+    model = tiny_llama(8)
+    prompts = [prompt(s, n=6 + 3 * s) for s in range(4)]
+    procs = [ForcedTree(len(p.ids), 2, [5, 3]) for p in prompts]
+
+    class PerPrompt:
+        def __call__(self, ids, scores):
+            for p, proc in zip(prompts, procs):
+                if ids[0, : len(p.ids)].tolist() == p.ids:
+                    return proc(ids, scores)
+            raise AssertionError("unknown page")
+
+    logits = {}
+    for attention in ("dense", "blocked"):
+        eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=4, attention=attention),
+                     [PerPrompt()])
+        eng.policy.draft = lambda graph, sid, sample: DraftTree([7, 8, 9, 10], [-1, 0, 0, 2])  # a tree on every stream
+        seen = []
+        step = eng.model.step
+        eng.model.step = lambda *a, **k: seen.append(step(*a, **k)) or seen[-1]
+        list(eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)]))
+        logits[attention] = seen
+    assert len(logits["dense"]) == len(logits["blocked"]) > 3
+    for a, b in zip(logits["dense"], logits["blocked"]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_attention_is_a_user_error():
+    from treedec.errors import UserError
+
+    with pytest.raises(UserError, match="attention"):
+        Engine(CausalLMAdapter(tiny_llama(0)), STRATEGIES.get("padoc")(TOK), EngineConfig(attention="sparse"))
 
 
 def test_kv_returns_to_zero_after_every_page():

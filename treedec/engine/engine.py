@@ -9,6 +9,7 @@ flagged, never dropped.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -19,6 +20,7 @@ from treedec.engine.draft import DraftTree, Verdict
 from treedec.engine.kv import KVArena
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.rules import may_fork, take_token
+from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.adapter import CausalLMAdapter, Prompt
 
@@ -33,6 +35,11 @@ class EngineConfig:
     max_branches: int = 512  # streams per page
     compact_min: int = 2048  # compact the arena when it has this many slots ...
     compact_ratio: float = 0.5  # ... and this fraction of them is free
+    # attention of a step: dense (one mask over the whole arena) | blocked (each page's rows against its own KV,
+    # as one padded batch) | auto: blocked when the step has at least `blocked_rows` rows per page (drafts), where it
+    # is cheaper (measured on CPU, 16 pages: 1 row each 10.7 vs 17.1 ms, 4: 21.4 vs 19.4, 16: 61.1 vs 34.2)
+    attention: str = "auto"
+    blocked_rows: float = 4.0
 
 
 @dataclass
@@ -90,6 +97,10 @@ class Engine:
         self.active: list[_Page] = []
         self._next_pid = 0
         self.forward_passes = 0
+        self._observe = getattr(policy, "observe", None)  # optional: a drafter that learns from verdicts
+        if self.cfg.attention not in ("auto", "blocked", "dense"):
+            raise UserError(f"runtime.attention must be auto, blocked or dense, got {self.cfg.attention!r}")
+        self._blocks = self.cfg.attention != "dense" and getattr(model, "supports_blocks", False)
 
     # ------------------------------------------------------------------ public
     def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageResult], None] | None = None
@@ -172,7 +183,11 @@ class Engine:
             draft_slots.append(slots[n:])
             keep.extend(range(row + n - 1, row + n + d))
             row += n + d
-        logits = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep))
+        if self._use_blocks(work, n_new):
+            logits = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep),
+                                     pages=self._page_blocks(work, mask, base))
+        else:
+            logits = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep))
         self.forward_passes += 1
         touched: dict[int, list[int]] = {}
         at = 0
@@ -182,6 +197,8 @@ class Engine:
             at += 1 + d
             choices = self._choose(page, sid, tree, rows)
             verdict = self.policy.accept(tree, choices, rows) if tree else Verdict([], choices[:1])
+            if tree and self._observe is not None:
+                self._observe(page.graph, sid, page.sample, tree, verdict)
             self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
             page.drafted += d
             page.accepted += len(verdict.nodes)
@@ -192,6 +209,27 @@ class Engine:
                 page.steps += 1
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
+
+    def _use_blocks(self, work, n_new: int) -> bool:
+        if not self._blocks or work[0][0] is work[-1][0]:  # one page: the dense mask is its block
+            return False
+        pages = len({p.pid for p, _, _, _ in work})
+        return self.cfg.attention == "blocked" or n_new >= self.cfg.blocked_rows * pages
+
+    def _page_blocks(self, work, mask: torch.Tensor, base: int):
+        """This step's rows grouped by page (contiguous: work is gathered page by page), each
+        with the keys it may see (its slots in the arena, then its new rows) and that slice
+        of `mask`, as one padded batch."""
+        from treedec.models.attention import PageBatch
+
+        owner = torch.tensor(self.arena.owner[:base], dtype=torch.long)
+        groups, row = [], 0
+        for page, group in itertools.groupby(work, key=lambda w: w[0].pid):
+            n = sum(len(p.graph[sid].tokens) - first + (len(t) if t else 0) for p, sid, first, t in group)
+            keys = torch.cat([(owner == page).nonzero().flatten(), torch.arange(base + row, base + row + n)])
+            groups.append((torch.arange(row, row + n), keys, mask[row:row + n].index_select(1, keys)))
+            row += n
+        return PageBatch.build(groups)
 
     def _choose(self, page: _Page, sid: int, tree: DraftTree | None, logits: torch.Tensor) -> list[int]:
         """Greedy token after the stream's last token (row 0) and after each draft node."""

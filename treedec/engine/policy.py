@@ -30,3 +30,6 @@ class Policy(Protocol):
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
         """Which draft nodes to keep, given the model's (greedy) token after the stream's last
         token and after each draft node, and those rows' logits [1 + len(tree), V]."""
+
+    # Optional: observe(graph, sid, sample, tree, verdict) -> None, told every verdict on a
+    # draft (e.g. treedec.engine.draft_length.AdaptiveLength adapts its proposals' depth).

@@ -44,15 +44,30 @@ class CausalLMAdapter:
         kv = [(layer.keys, layer.values) for layer in cache.layers]
         return out.logits[0, -1].float(), kv
 
+    supports_blocks = True  # `step(pages=...)`: page-blocked attention (treedec.models.attention)
+
     @torch.inference_mode()
-    def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache,
-             keep: torch.Tensor | None = None) -> torch.Tensor:
+    def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache,
+             keep: torch.Tensor | None = None, pages: list | None = None) -> torch.Tensor:
         """One forward over a flat batch of Q new tokens.
 
         ids, positions: [Q]; mask: [Q, K] additive float (0 / -inf) over K = cache + Q slots;
         keep: rows whose logits are needed (default all). Returns logits [len(keep), V];
-        the cache grows by Q slots."""
-        out = self.model(input_ids=ids[None], position_ids=positions[None],
-                         attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
-                         logits_to_keep=keep if keep is not None else 0)
+        the cache grows by Q slots. With `pages` (a `PageBlock` per page: its rows, keys and
+        mask) attention runs page by page and `mask` is not needed."""
+        if pages is None:
+            out = self.model(input_ids=ids[None], position_ids=positions[None],
+                             attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
+                             logits_to_keep=keep if keep is not None else 0)
+            return out.logits[0].float()
+        from treedec.models.attention import register
+
+        before = self.text_config._attn_implementation
+        self.text_config._attn_implementation = register()
+        try:
+            out = self.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
+                             past_key_values=cache, use_cache=True, logits_to_keep=keep if keep is not None else 0,
+                             pages=pages)
+        finally:
+            self.text_config._attn_implementation = before
         return out.logits[0].float()

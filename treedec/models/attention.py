@@ -405,10 +405,63 @@ def tree_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tree: Tree
     return TreeAttention.apply(qt, kt, vt, tree.plan(q.device), float(scale), backend, int(chunk))[None]
 
 
+@dataclass
+class PageBatch:
+    """An engine step's queries grouped by page, padded into one batch: page p's query rows
+    `rows[p]` (indices into the flat batch) see the keys `keys[p]` (indices into the cache
+    after the step's append: its own slots, then its new rows) under `mask[p]`. Padding:
+    key index 0 with mask -inf; query row index 0 whose output is dropped (`valid`)."""
+    rows: torch.Tensor  # [P, R] long
+    keys: torch.Tensor  # [P, K] long
+    mask: torch.Tensor  # [P, 1, R, K] additive float
+    valid: torch.Tensor  # [P * R] bool: real query rows
+
+    @classmethod
+    def build(cls, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> "PageBatch":
+        """From (rows [r], keys [k], mask [r, k]) per page."""
+        P = len(groups)
+        R = max(len(r) for r, _, _ in groups)
+        K = max(len(k) for _, k, _ in groups)
+        rows = torch.zeros(P, R, dtype=torch.long)
+        keys = torch.zeros(P, K, dtype=torch.long)
+        mask = torch.full((P, 1, R, K), NEG)
+        valid = torch.zeros(P, R, dtype=torch.bool)
+        for p, (r, k, m) in enumerate(groups):
+            rows[p, :len(r)], keys[p, :len(k)], valid[p, :len(r)] = r, k, True
+            mask[p, 0, :len(r), :len(k)] = m
+            mask[p, 0, len(r):, 0] = 0.0  # padded rows see one key (no all -inf row); dropped anyway
+        return cls(rows, keys, mask, valid.flatten())
+
+
+def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, pages: PageBatch,
+                      scale: float) -> torch.Tensor:
+    """Attention of an engine step page by page, as one padded batch: each page's rows
+    against its own keys only, so the cost is pages x rows x own keys instead of all rows x
+    the whole arena. query [1, H, Q, D]; key, value [1, Hkv, K, D]; returns [1, Q, H, D].
+    Equal to attention over the whole arena under a mask hiding every other page's keys
+    (masked keys weigh exp(-inf) = 0)."""
+    P, R = pages.rows.shape
+    K = pages.keys.shape[1]
+    H, Hkv, D = query.shape[1], key.shape[1], query.shape[3]
+    q = query[0].index_select(1, pages.rows.flatten()).view(H, P, R, D).transpose(0, 1)
+    k = key[0].index_select(1, pages.keys.flatten()).view(Hkv, P, K, D).transpose(0, 1)
+    v = value[0].index_select(1, pages.keys.flatten()).view(Hkv, P, K, -1).transpose(0, 1)
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=pages.mask.to(query.dtype), scale=scale,
+                                                         enable_gqa=H != Hkv)  # [P, H, R, Dv]
+    o = o.transpose(1, 2).reshape(P * R, H, -1)
+    out = query.new_empty(query.shape[2], H, o.shape[-1])
+    out[pages.rows.flatten()[pages.valid]] = o[pages.valid]
+    return out[None]
+
+
 def treedec_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
-                      tree: TreeLayout | None = None, steer=None, **kwargs):
-    """HF attention function: tree-varlen with `tree=`, else SDPA. `steer` (training only)
-    observes one head's attention (treedec.training.grounding.Steer)."""
+                      tree: TreeLayout | None = None, steer=None, pages: PageBatch | None = None, **kwargs):
+    """HF attention function: tree-varlen with `tree=`, page-blocked with `pages=` (engine
+    steps), else SDPA. `steer` (training only) observes one head's attention
+    (treedec.training.grounding.Steer)."""
+    if pages is not None:
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        return blocked_attention(query, key, value, pages, scale), None
     if tree is not None:
         if dropout:
             raise ValueError("tree-varlen attention has no attention dropout; set attention_dropout=0")

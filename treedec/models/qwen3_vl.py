@@ -116,7 +116,10 @@ def mrope_positions(model, ids: list[int], image_grid_thw: torch.Tensor, image_i
 class Qwen3VLAdapter(CausalLMAdapter):
     """The engine's adapter for Qwen3-VL: prefill with the prompt's 3-D positions, steps
     with the engine's 1-D positions (page delta already added) on all three rotary axes.
-    Inputs go to the model's device; logits come back as float on the CPU."""
+    Inputs go to the model's device; logits come back as float on the CPU. Steps take the
+    engine's dense mask (page-blocked attention is not wired for this model)."""
+
+    supports_blocks = False
 
     def __init__(self, model: torch.nn.Module):
         super().__init__(model)

@@ -390,6 +390,14 @@ def drafting(strategy: Strategy) -> bool:
     return strategy.drafter is not None or strategy.prepare is not None
 
 
+def _page_drafter(strategy: Strategy):
+    """The strategy's drafter, unwrapped from an adaptive length cap (vLLM proposes fixed K)."""
+    from treedec.engine.draft_length import AdaptiveLength
+
+    d = strategy.drafter
+    return d.inner if isinstance(d, AdaptiveLength) else d
+
+
 def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
     """Why `strategy`'s drafting cannot run on this backend (one line), None when it can:
     HSD's page drafts (`hsd`, `padoc_hsd`), exact acceptance, the backend's own proposer."""
@@ -399,7 +407,7 @@ def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
 
     name = repr(strategy.name)
     see = "run it with runtime=embedded (see treedec/runtimes/README.md)"
-    if not isinstance(strategy.drafter, PageDraftDrafter) or not isinstance(strategy.prepare, TwoStages):
+    if not isinstance(_page_drafter(strategy), PageDraftDrafter) or not isinstance(strategy.prepare, TwoStages):
         return (f"strategy {name} drafts with {type(strategy.drafter).__name__}, which has no vLLM proposer (only "
                 f"HSD's page drafts have, served as linear chains): {see}")
     if strategy.acceptor is not accept_greedy:
@@ -422,7 +430,7 @@ def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
     if cfg.speculative_config:  # already the proposer's (draft_refusal lets no other through)
         return cfg
     spec = {"method": "custom_class", "model": PROPOSER,
-            "num_speculative_tokens": int(strategy.drafter.matcher.max_depth)}
+            "num_speculative_tokens": int(_page_drafter(strategy).matcher.max_depth)}
     return replace(cfg, speculative_config=spec,
                    engine_args={"per_request_spec_decode_metrics": "summary", **dict(cfg.engine_args)})
 
@@ -435,8 +443,12 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
 
     from treedec.strategies.hsd import _draft_pages
 
-    prep, drafter = strategy.prepare, strategy.drafter
+    prep, drafter = strategy.prepare, _page_drafter(strategy)
     pages = _draft_pages(samples, prep.source, prep.cache_dir)
+    if drafter is not strategy.drafter:
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "
+            "num_speculative_tokens = strategy.max_depth (%d) tokens per step", strategy.name, drafter.matcher.max_depth)
     if prep.stage1:
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: HSD stage 1 (decoding the draft regions' crops) is skipped; the %s drafts are "

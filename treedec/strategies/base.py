@@ -59,6 +59,11 @@ class Strategy:
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
         return self.acceptor(tree, choices, logits)
 
+    def observe(self, graph: DecodingGraph, sid: int, sample: object, tree: DraftTree, verdict: Verdict) -> None:
+        observe = getattr(self.drafter, "observe", None)
+        if observe is not None:
+            observe(graph, sid, sample, tree, verdict)
+
     # --- output
     def flat_text(self, graph: DecodingGraph) -> str:
         """The page in flat form: every branch spliced in place of its fork token, its own

@@ -16,6 +16,7 @@ from treedec.data.synth import Sample
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
 from treedec.engine.draft import relaxed
+from treedec.engine.draft_length import AdaptiveLength
 from treedec.errors import UserError
 from treedec.serialize import EOS
 from treedec.strategies.base import STRATEGIES, Strategy
@@ -38,9 +39,9 @@ class TwoStages:
     decoding its crop with the target model (stage 1)."""
 
     def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, source: str, stage1: bool, cache_dir: str | None,
-                 matcher: NgramMatcher):
+                 matcher: NgramMatcher, adaptive: bool = False):
         self.tok, self.drafter, self.source, self.stage1, self.cache_dir = tok, drafter, source, stage1, cache_dir
-        self.matcher = matcher
+        self.matcher, self.adaptive = matcher, adaptive
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
@@ -59,7 +60,8 @@ class TwoStages:
                         jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, b.bbox))))
             seq = SequenceDrafter(self.matcher)
             seq.seqs = {c.name: self.tok.encode(b.content) + [self.tok.eos_id] for _, b, c in jobs}
-            crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target, drafter=seq)
+            crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
+                                     drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
             records = parse_pages(vlm, crop_strategy, [c for _, _, c in jobs], engine_cfg, progress, warmup=False).records
             for (name, block, _), rec in zip(jobs, records):
                 block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
@@ -71,9 +73,11 @@ class TwoStages:
 
 
 def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
-         w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None) -> Strategy:
+         w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str) -> Strategy:
     if drafts not in ("pipeline", "oracle"):
         raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
+    if draft_len not in ("fixed", "adaptive"):
+        raise UserError(f"strategy.draft_len must be fixed or adaptive, got {draft_len!r}")
     if relaxed_threshold is not None and not 0 < relaxed_threshold <= 1:
         raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {relaxed_threshold}")
     matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes)
@@ -81,8 +85,10 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
         strategy = Strategy(name, "flat", tokenizer, flat_target)
     else:
         strategy = Strategy(name, "tree", tokenizer, tree_target, layout_fork)
-    strategy.drafter = PageDraftDrafter(tokenizer, strategy.mode, matcher)
-    strategy.prepare = TwoStages(tokenizer, strategy.drafter, drafts, stage1, cache_dir, matcher)
+    pages = PageDraftDrafter(tokenizer, strategy.mode, matcher)
+    adaptive = draft_len == "adaptive"
+    strategy.drafter = AdaptiveLength(pages, max_depth) if adaptive else pages
+    strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive)
     if relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
         strategy.acceptor = relaxed(relaxed_threshold)
         strategy.name += "_relaxed"
@@ -92,16 +98,16 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
 @STRATEGIES.register("hsd")
 def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
         w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-        relaxed_threshold: float | None = None) -> Strategy:
+        relaxed_threshold: float | None = None, draft_len: str = "adaptive") -> Strategy:
     """HSD as published: sequential decoding verified against pipeline drafts."""
     return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold)
+                relaxed_threshold, draft_len)
 
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
               w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-              relaxed_threshold: float | None = None) -> Strategy:
+              relaxed_threshold: float | None = None, draft_len: str = "adaptive") -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
     return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold)
+                relaxed_threshold, draft_len)
