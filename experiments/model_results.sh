@@ -9,7 +9,9 @@ PAGES=${PAGES:-100}
 $PY -m treedec run strategy=padoc compare=sequential data.pages=$PAGES out=runs/model-quality
 $PY experiments/bench_engine.py --pages 32 --concurrency 1 4 16 64 --strategies sequential padoc --out runs/bench_engine
 $PY experiments/draft_quality.py --model shipped --pages 32 --no-real --out runs/draft_quality_model.json
-$PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequential padoc hsd padoc_hsd hsd:drafts=oracle padoc_hsd:drafts=oracle --out runs/bench_hsd
+$PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequential padoc hsd padoc_hsd hsd:stage1=false \
+  padoc_hsd:stage1=false padoc_hsd:stage1=false,draft_len=fixed hsd:drafts=oracle padoc_hsd:drafts=oracle \
+  padoc_hsd:drafts=oracle,stage1=false padoc_hsd:drafts=oracle,stage1=false,draft_len=fixed --out runs/bench_hsd
 # the oracle (model-free) depth of the same page distribution, for the steps ratio's ceiling
 $PY -m treedec depth data.pages=$PAGES data.page.width=256 data.page.height=256 'data.page.cell=[16,16]' data.page.margin=1 \
   'data.page.regions=[1,4]' data.page.text_mode=mixed 'data.page.para_words=[1,10]' data.page.wrap=hard \

@@ -15,6 +15,7 @@ from treedec.drafters.pipeline import (
     PipelineConfig,
     fixed_pitch,
     fragmented,
+    glyph_rows,
     hard_wrapped,
     ink_xs,
     lines_text,
@@ -196,6 +197,25 @@ def test_ink_finds_glyph_centres_and_missed_glyphs():
     found = missed_glyphs(detected, ink, 2.0)  # b (between) and d (a cell further) are missed
     assert sorted((l.box[0], l.box[2]) for l in found) == [(20.0, 28.0), (68.0, 76.0)]
     assert all(l.text == "" for l in found)
+
+
+def test_glyph_rows_tell_a_fixed_pitch_page_from_a_proportional_one():
+    """The gate of the fixed-cell repairs: glyph centres from the ink, whatever was read."""
+    grid = np.zeros((80, 400), dtype=bool)
+    prop = np.zeros((80, 400), dtype=bool)
+    rng = np.random.default_rng(1)
+    pieces = []
+    for r in range(4):
+        y = r * 20
+        for c in rng.choice(24, size=14, replace=False):  # glyphs in 14 of 24 cells, 16 px apart
+            grid[y + 4:y + 14, c * 16 + 5:c * 16 + 11] = True
+        x = 2
+        for w in rng.integers(3, 11, size=20):  # letters of varying width, 2 px apart
+            prop[y + 4:y + 14, x:x + w] = True
+            x += w + 2
+        pieces.append(Line((0.0, float(y + 2), 399.0, float(y + 16)), "?", 0.9))
+    assert fixed_pitch(glyph_rows(pieces, grid), share=0.7) == 16.0
+    assert fixed_pitch(glyph_rows(pieces, prop), share=0.7) is None
 
 
 # --- with the `hsd` extra: the real pipeline ------------------------------------------------

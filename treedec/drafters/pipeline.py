@@ -24,6 +24,17 @@ block a formula (LaTeX drafted from the OCR's symbols), a one- or two-line bold 
 block a title, a one-line block alone in the top/bottom band a header/footer (a number:
 page_number); empty ruled frames are figures.
 
+Wide fixed cells (the shipped model's 16 px glyph cells): the detector cuts such text into
+single glyphs and misses some, and the recogniser, reading a glyph alone, guesses its case
+and puts spaces between letters that stand apart. When most detected pieces hold one or two
+characters, the pieces of a row closer than `join_gap` line heights (no vertical rule
+between) are read again as one crop; inked runs beside them that no piece covers (a missed
+glyph) join them; each line's character centres come from its inked runs (or the
+recogniser's CTC columns); when those sit on a fixed pitch, spaces are rebuilt from the gaps
+(n pitches apart: n - 1 spaces), and where nearly every line but a block's last runs to the
+block's edge (text broken anywhere to fill lines) rows join without a space unless a blank
+cell ends or starts them. Pages whose lines the detector finds whole are untouched.
+
 Reading order: page furniture (header first; footer and page number last, left to
 right), then the body in bands cut by full-width blocks; inside a band, columns left to
 right and top to bottom within a column.
@@ -165,7 +176,7 @@ def _join(a: str, b: str) -> str:
 
 def rows_of(lines: list[Line]) -> list[list[Line]]:
     """Lines grouped into rows (vertical overlap over half the shorter of the line and the
-    row's span so far), top to bottom, each row left to right. A word without ascenders
+    row's first line), top to bottom, each row left to right. A word without ascenders
     starts lower than its neighbours; it still joins their row wherever it sits in x."""
     rows: list[list[Line]] = []
     spans: list[list[float]] = []
@@ -175,7 +186,6 @@ def rows_of(lines: list[Line]) -> list[list[Line]]:
             over = min(ln.box[3], span[1]) - max(ln.box[1], span[0])
             if over > 0.5 * min(h, span[1] - span[0]):
                 row.append(ln)
-                span[0], span[1] = min(span[0], ln.box[1]), max(span[1], ln.box[3])
                 break
         else:
             rows.append([ln])
@@ -332,6 +342,23 @@ def fragmented(lines: list[Line], share: float = 0.3) -> bool:
         return False
     short = [sum(not c.isspace() for c in l.text) <= 2 for l in lines]
     return sum(short) >= share * len(short)
+
+
+def glyph_rows(lines: list[Line], ink_page: np.ndarray) -> list[Line]:
+    """Each row of pieces as one line of its glyphs' centres (inked runs inside the pieces'
+    boxes), whatever the text says: evidence for `fixed_pitch` before any text is trusted."""
+    out = []
+    for row in rows_of(lines):
+        xs = []
+        for l in row:
+            x1, y1, x2, y2 = (int(round(v)) for v in l.box)
+            strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
+            if strip.size:
+                xs += [x1 + (a + b + 1) / 2 for a, b in _ink_runs(strip.any(axis=0))]
+        if xs:
+            xs.sort()
+            out.append(Line(row[0].box, "x" * len(xs), 1.0, xs))
+    return out
 
 
 def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = None) -> list[list[Line]]:
@@ -873,7 +900,9 @@ class PipelineOCR:
             xs = char_xs(text, [w[2] for w in wk if len(w) >= 3 and w[2] is not None and str(w[0]).strip()])
             found.append(Line((float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())),
                               text, float(score), xs))
-        frag = fragmented([l for l in found if l.score >= self.config.text_score])  # the fixed-cell repairs below run only where the detector cut glyphs apart
+        # the fixed-cell repairs below run only where the detector cut glyphs of a fixed pitch apart
+        sure = [l for l in found if l.score >= self.config.text_score]
+        frag = fragmented(sure) and fixed_pitch(glyph_rows(sure, ink), share=0.7) is not None
         if self.config.join_gap > 0 and frag:
             unit = float(np.median([l.box[3] - l.box[1] for l in found]))
             hm, vm = (m.astype(bool) for m in _rule_masks(ink, unit))
