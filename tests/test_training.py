@@ -136,3 +136,25 @@ def test_trained_checkpoint_reloads_identically_in_a_fresh_process(tmp_path):
     with torch.no_grad():
         here = t.vlm.model(input_ids=torch.tensor([p.ids]), **p.inputs).logits
     assert torch.equal(here, torch.load(tmp_path / "logits.pt"))
+
+
+def test_crop_jitter_moves_boxes_within_bounds_and_keeps_targets():
+    import random
+
+    from treedec.data.synth import SynthConfig, generate_page
+    from treedec.models.vlm import VLM, VLMSpec
+    from treedec.training.examples import crop_examples, jitter_box
+
+    rng = random.Random(0)
+    box = (40.0, 20.0, 200.0, 36.0)  # 16 high
+    for _ in range(200):
+        x1, y1, x2, y2 = jitter_box(box, rng, 0.5)
+        assert x1 < x2 and y1 < y2
+        assert all(abs(a - b) <= 8.0 + 1e-9 for a, b in zip((x1, y1, x2, y2), box))
+    vlm = VLM.tiny(VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1, text_hidden=64,
+                           text_layers=1, head_dim=32), seed=0)
+    sample = generate_page(3, SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(2, 3)))
+    plain = crop_examples(sample, vlm, random.Random(1), 3)
+    moved = crop_examples(sample, vlm, random.Random(1), 3, jitter=0.5)
+    assert [e.graph[0].tokens for e in plain] == [e.graph[0].tokens for e in moved]  # same regions, same targets
+    assert [e.image.size for e in plain] != [e.image.size for e in moved]

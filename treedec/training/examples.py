@@ -35,12 +35,25 @@ def crop_image(image: Image.Image, bbox, pad: int = 2) -> Image.Image:
                        min(image.height, int(y2) + pad)))
 
 
-def crop_examples(sample: Sample, vlm: VLM, rng: random.Random, k: int) -> list[Example]:
-    """Up to `k` regions of the page, each cropped: prompt(crop) -> content <eos>."""
+def jitter_box(bbox, rng: random.Random, jitter: float):
+    """`bbox` with each side moved by up to `jitter` of the box's height (in or out), never
+    inverted: crops like a drafter's boxes, which sit tight on the ink or a little off."""
+    x1, y1, x2, y2 = bbox
+    d = jitter * (y2 - y1)
+    x1, x2 = x1 + rng.uniform(-d, d), x2 + rng.uniform(-d, d)
+    y1, y2 = y1 + rng.uniform(-d, d), y2 + rng.uniform(-d, d)
+    return (min(x1, x2 - 1), min(y1, y2 - 1), max(x2, x1 + 1), max(y2, y1 + 1))
+
+
+def crop_examples(sample: Sample, vlm: VLM, rng: random.Random, k: int, jitter: float = 0.0) -> list[Example]:
+    """Up to `k` regions of the page, each cropped: prompt(crop) -> content <eos>. With
+    `jitter` > 0 the crop box is moved by up to that share of its height per side
+    (`jitter_box`), so that HSD's stage 1 reads crops of a drafter's boxes too."""
     tok = vlm.tokenizer
     blocks = [b for b in sample.page.blocks if b.category in CROP_CATEGORIES and b.content]
     out = []
     for b in rng.sample(blocks, min(k, len(blocks))):
         target = tok.encode(b.content) + [tok.eos_id]
-        out.append(Example(flat_graph(vlm.prompt_ids("crop"), target), crop_image(sample.image, b.bbox)))
+        box = jitter_box(b.bbox, rng, jitter) if jitter > 0 else b.bbox
+        out.append(Example(flat_graph(vlm.prompt_ids("crop"), target), crop_image(sample.image, box)))
     return out

@@ -38,6 +38,7 @@ class TrainConfig:
     pages_per_step: int = 8
     strategies: list[str] = field(default_factory=lambda: ["sequential", "padoc"])
     crops_per_page: int = 1
+    crop_jitter: float = 0.0  # crop boxes moved by up to this share of their height per side (HSD stage 1 on drafter boxes)
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup: int = 200
@@ -151,7 +152,7 @@ class Trainer:
             sample = generate_page(seed, page_cfg)
             grounded[len(examples)] = sample
             examples.append(page_example(sample, self.vlm, self.strategies[(step + i) % len(self.strategies)]))
-            examples += crop_examples(sample, self.vlm, random.Random(seed), cfg.crops_per_page)
+            examples += crop_examples(sample, self.vlm, random.Random(seed), cfg.crops_per_page, cfg.crop_jitter)
         packed = pack([e.graph for e in examples])
         targets = self._targets(examples, grounded, packed, page_cfg) if self.heads is not None else None
         return packed, pixels([e.image for e in examples], self.vlm.spec.image_size), len(examples), targets
