@@ -225,22 +225,27 @@ def char_xs(text: str, boxes: list) -> list[float] | None:
     return out if all(a <= b for a, b in zip(out, out[1:])) else None  # left to right, or not trusted
 
 
+def _glyph_centres(box: Box, ink_page: np.ndarray) -> list[float] | None:
+    """x centres of the inked runs (glyphs) inside `box`; None for an empty box."""
+    x1, y1, x2, y2 = (int(round(v)) for v in box)
+    strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
+    if strip.size == 0:
+        return None
+    return [x1 + (a + b + 1) / 2 for a, b in _ink_runs(strip.any(axis=0))]
+
+
 def ink_xs(line: Line, ink_page: np.ndarray) -> list[float] | None:
     """Character centres from the ink: the line's glyphs as runs of inked columns (a gap of
     two blank columns or more ends a glyph). Only when they are as many as the text's
     non-space characters -- as on a page whose wide fixed cells keep glyphs apart; letters
     that touch, as in most proportional fonts, give fewer runs and None."""
-    x1, y1, x2, y2 = (int(round(v)) for v in line.box)
-    strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
-    if strip.size == 0:
-        return None
-    runs = _ink_runs(strip.any(axis=0))
+    centres = _glyph_centres(line.box, ink_page)
     solid = [i for i, c in enumerate(line.text) if not c.isspace()]
-    if len(runs) != len(solid):
+    if centres is None or len(centres) != len(solid):
         return None
     xs: list[float | None] = [None] * len(line.text)
-    for i, (a, b) in zip(solid, runs):
-        xs[i] = x1 + (a + b + 1) / 2
+    for i, x in zip(solid, centres):
+        xs[i] = x
     return _spaces_between(xs)
 
 
@@ -349,12 +354,7 @@ def glyph_rows(lines: list[Line], ink_page: np.ndarray) -> list[Line]:
     boxes), whatever the text says: evidence for `fixed_pitch` before any text is trusted."""
     out = []
     for row in rows_of(lines):
-        xs = []
-        for l in row:
-            x1, y1, x2, y2 = (int(round(v)) for v in l.box)
-            strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
-            if strip.size:
-                xs += [x1 + (a + b + 1) / 2 for a, b in _ink_runs(strip.any(axis=0))]
+        xs = [x for l in row for x in (_glyph_centres(l.box, ink_page) or [])]
         if xs:
             xs.sort()
             out.append(Line(row[0].box, "x" * len(xs), 1.0, xs))
@@ -383,15 +383,15 @@ def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = No
     return groups
 
 
-def split_at_gutters(line: Line, words, ink_page: np.ndarray) -> list[Line]:
+def split_at_gutters(line: Line, ink_page: np.ndarray) -> list[Line]:
     """A detected line that jumps a column gutter (two columns read as one line) split at
     every blank run wider than 0.8 line heights inside it that stays blank from a line
-    height above the line to one below; `words` are the OCR's (text, score, box) for the
-    line, which say which piece each word is in."""
+    height above the line to one below; the line's character positions (`xs`) say which
+    piece each character is in (a line without them stays whole)."""
     x1, y1, x2, y2 = (round(v) for v in line.box)
     h = y2 - y1
     strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
-    if strip.size == 0 or (not words and line.xs is None):
+    if strip.size == 0 or line.xs is None:
         return [line]
     ink = strip.any(axis=0)
     cols = np.flatnonzero(ink)
@@ -412,33 +412,15 @@ def split_at_gutters(line: Line, words, ink_page: np.ndarray) -> list[Line]:
     if not cuts:
         return [line]
     edges = [float(line.box[0])] + cuts + [float(line.box[2])]
-    if line.xs is not None:  # character positions: cut the text itself
-        texts = ["" for _ in range(len(edges) - 1)]
-        xss: list[list[float]] = [[] for _ in texts]
-        for c, x in zip(line.text, line.xs):
-            k = max(0, min(len(texts) - 1, int(np.searchsorted(cuts, x))))
-            texts[k] += c
-            xss[k].append(x)
-        if any(not t.strip() for t in texts):
-            return [line]
-        pieces_text = [(t.strip(), xs[len(t) - len(t.lstrip()):len(t.rstrip())]) for t, xs in zip(texts, xss)]
-    else:
-        pieces: list[list[tuple[float, float, str]]] = [[] for _ in range(len(edges) - 1)]
-        for w in words:
-            if len(w) < 3 or w[2] is None:
-                return [line]
-            pts = np.asarray(w[2], dtype=np.float64).reshape(-1, 2)
-            cx = float(pts[:, 0].mean())
-            k = max(0, min(len(pieces) - 1, int(np.searchsorted(cuts, cx))))
-            pieces[k].append((float(pts[:, 0].min()), float(pts[:, 0].max()), str(w[0])))
-        if any(not pc for pc in pieces):
-            return [line]
-        pieces_text = []
-        for pc in pieces:
-            text = ""
-            for sp in sorted(pc):
-                text = _join(text, sp[2].strip())
-            pieces_text.append((text, None))
+    texts = ["" for _ in range(len(edges) - 1)]
+    xss: list[list[float]] = [[] for _ in texts]
+    for c, x in zip(line.text, line.xs):
+        k = max(0, min(len(texts) - 1, int(np.searchsorted(cuts, x))))
+        texts[k] += c
+        xss[k].append(x)
+    if any(not t.strip() for t in texts):
+        return [line]
+    pieces_text = [(t.strip(), xs[len(t) - len(t.lstrip()):len(t.rstrip())]) for t, xs in zip(texts, xss)]
     out = []
     for k, (text, xs) in enumerate(pieces_text):
         lo, hi = edges[k], edges[k + 1]
@@ -473,7 +455,7 @@ def _row_span(row: list[Line], pitch: float) -> tuple[float, float]:
 
 def hard_wrapped(blocks: list[list[Line]], pitch: float | None, min_rows: int = 2, share: float = 0.6) -> bool:
     """Is a fixed-pitch page's text broken anywhere in a word to fill each line (as a
-    terminal or a monospace listing does), rather than between words? Evidence: nearly
+    terminal or a monospace listing does), rather than between words? Evidence: nearly every
     line but a block's last runs to the block's right edge -- all but those whose last cell
     holds a space, and `share` of them as the layout model may merge blocks -- where word
     wrapping leaves them ragged."""
@@ -917,7 +899,7 @@ class PipelineOCR:
         for line in found:
             if pitch is not None:
                 line = respace(line, pitch)
-            lines += split_at_gutters(line, (), ink)
+            lines += split_at_gutters(line, ink)
         return lines
 
     def _read_group(self, bgr: np.ndarray, group: list[Line]) -> Line:
