@@ -47,6 +47,3 @@ class AdaptiveLength:
         accepted = len(verdict.nodes)
         cap = caps.get(sid, self.limit)
         caps[sid] = min(self.limit, 2 * cap) if accepted >= deepest else max(1, accepted + 1)
-
-    def __getattr__(self, name):  # the wrapped drafter's own attributes (e.g. its pages)
-        return getattr(self.inner, name)

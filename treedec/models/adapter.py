@@ -48,13 +48,13 @@ class CausalLMAdapter:
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache,
-             keep: torch.Tensor | None = None, pages: list | None = None) -> torch.Tensor:
+             keep: torch.Tensor | None = None, pages=None) -> torch.Tensor:
         """One forward over a flat batch of Q new tokens.
 
         ids, positions: [Q]; mask: [Q, K] additive float (0 / -inf) over K = cache + Q slots;
         keep: rows whose logits are needed (default all). Returns logits [len(keep), V];
-        the cache grows by Q slots. With `pages` (a `PageBlock` per page: its rows, keys and
-        mask) attention runs page by page and `mask` is not needed."""
+        the cache grows by Q slots. With `pages` (a `treedec.models.attention.PageBatch`: each
+        page's rows, keys and mask) attention runs page by page and `mask` is not needed."""
         if pages is None:
             out = self.model(input_ids=ids[None], position_ids=positions[None],
                              attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,

@@ -33,8 +33,9 @@ Inputs are computed in their own dtype, or in the autocast dtype when autocast i
 and their gradients summed back.
 
 Registered as the attention implementation "treedec": with a `tree=` keyword (training)
-it runs the tree path; otherwise it is SDPA with whatever mask it is given (the engine's
-4D ancestor mask, or causal).
+it runs the tree path; with `pages=` (an engine step, `PageBatch`) each page's rows attend
+to that page's KV only (`blocked_attention`); otherwise it is SDPA with whatever mask it is
+given (the engine's 4D ancestor mask, or causal).
 """
 from __future__ import annotations
 
@@ -459,13 +460,12 @@ def treedec_attention(module, query, key, value, attention_mask, dropout: float 
     """HF attention function: tree-varlen with `tree=`, page-blocked with `pages=` (engine
     steps), else SDPA. `steer` (training only) observes one head's attention
     (treedec.training.grounding.Steer)."""
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if pages is not None:
-        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         return blocked_attention(query, key, value, pages, scale), None
     if tree is not None:
         if dropout:
             raise ValueError("tree-varlen attention has no attention dropout; set attention_dropout=0")
-        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         if steer is not None:
             steer.observe(module, query, key, value, tree, scale)
         return tree_attention(query, key, value, tree, scale), None
