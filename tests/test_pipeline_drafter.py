@@ -17,6 +17,7 @@ from treedec.drafters.pipeline import (
     fragmented,
     glyph_rows,
     hard_wrapped,
+    join_row_words,
     ink_xs,
     lines_text,
     looks_like_formula,
@@ -25,6 +26,7 @@ from treedec.drafters.pipeline import (
     reading_order,
     respace,
     rows_of,
+    split_at_gutters,
     word_groups,
 )
 from treedec.errors import UserError
@@ -183,6 +185,34 @@ def test_glyph_pieces_group_into_words_and_rules_keep_cells_apart():
     rules[:, 16] = True  # a vertical rule on the cell boundary between a and b
     assert [[l.text for l in g] for g in word_groups(pieces, 1.0, rules)] == [["a"], ["b"], ["c"]]
     assert fragmented(pieces) and not fragmented([_cells("a whole line", 0, 0)])
+
+
+def test_a_figure_reaching_into_the_row_edge_does_not_keep_pieces_apart():
+    """Only a rule through the core of the row separates pieces: a figure's bars or a box
+    above may reach the row's top pixels."""
+    pieces = [_cells(c, i, 1) for i, c in enumerate("ab")]
+    rules = np.zeros((40, 100), dtype=bool)
+    rules[:19, 16] = True  # a vertical stroke down to y=18; the row spans y 18..30
+    assert [[l.text for l in g] for g in word_groups(pieces, 1.0, rules)] == [["a", "b"]]
+
+
+def test_words_of_a_fixed_pitch_row_join_but_columns_and_rules_stay_apart():
+    """One blank cell between words is a space; two (a gutter) or a rule keep them apart."""
+    words = [_cells("Figure", 0, 0), _cells("1:", 7, 0), _cells("that", 10, 0), _cells("next", 16, 0)]
+    joined = join_row_words(words, 16.0)
+    assert [l.text for l in joined] == ["Figure 1: that", "next"]
+    assert respace(joined[0], 16.0).text == "Figure 1: that"
+    assert joined[0].box == (3.0, 2.0, 14 * 16 - 3.0, 14.0)
+    rules = np.zeros((40, 400), dtype=bool)
+    rules[:, 7 * 16 - 8] = True  # a vertical rule in the blank cell before "1:"
+    assert [l.text for l in join_row_words(words, 16.0, rules)] == ["Figure", "1: that", "next"]
+    ink = np.zeros((60, 400), dtype=bool)
+    for c, x in zip(joined[0].text, joined[0].xs):
+        if c != " ":
+            ink[4:14, int(x) - 5:int(x) + 5] = True  # 10 px glyphs in 16 px cells
+    # a word space on a fixed-pitch page is a blank cell (22 px of blank here), not a gutter
+    assert len(split_at_gutters(joined[0], ink, 1.75 * 16)) == 1
+    assert len(split_at_gutters(joined[0], ink)) == 3  # by line height alone it would be
 
 
 def test_ink_finds_glyph_centres_and_missed_glyphs():

@@ -151,10 +151,39 @@ def test_crop_jitter_moves_boxes_within_bounds_and_keeps_targets():
         x1, y1, x2, y2 = jitter_box(box, rng, 0.5)
         assert x1 < x2 and y1 < y2
         assert all(abs(a - b) <= 8.0 + 1e-9 for a, b in zip((x1, y1, x2, y2), box))
-    vlm = VLM.tiny(VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1, text_hidden=64,
-                           text_layers=1, head_dim=32), seed=0)
+        assert all(abs(a - b) <= 2.0 + 1e-9 for a, b in zip(jitter_box(box, rng, 0.25, unit=8), box))
+    vlm = VLM.tiny(VLMSpec(image_size=128, patch_size=8, vision_hidden=64, vision_layers=1, vision_heads=1,
+                           text_hidden=64, text_layers=1, head_dim=32), seed=0)
     sample = generate_page(3, SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(2, 3)))
     plain = crop_examples(sample, vlm, random.Random(1), 3)
     moved = crop_examples(sample, vlm, random.Random(1), 3, jitter=0.5)
     assert [e.graph[0].tokens for e in plain] == [e.graph[0].tokens for e in moved]  # same regions, same targets
     assert [e.image.size for e in plain] != [e.image.size for e in moved]
+    # on the model's grid: a jittered crop gains whole cells of context, never a fraction
+    assert all((a - b) % 8 == 0 for p, m in zip(plain, moved) for a, b in zip(m.image.size, p.image.size))
+
+
+def test_crops_cut_on_the_patch_grid_keep_the_pages_pixels_per_patch():
+    """HSD stage 1 cuts a drafter's box as the crop task's boxes were cut: moved to the
+    nearest grid lines, then padded; a box at the page edge is padded with white, so its
+    glyphs sit at the same offset as anywhere else."""
+    import numpy as np
+    from PIL import Image
+
+    from treedec.training.examples import crop_image, snap_box
+
+    rng = np.random.default_rng(0)
+    page = Image.fromarray(rng.integers(0, 255, (96, 96, 3), dtype=np.uint8))
+    cell_box = (16.0, 32.0, 64.0, 48.0)
+    tight = (19.5, 34.0, 61.0, 45.5)  # on the ink of those cells
+    loose = (12.0, 29.0, 67.0, 51.0)  # a few pixels outside them
+    assert snap_box(tight, 16) == snap_box(loose, 16) == cell_box
+    assert snap_box((20.0, 36.0, 23.0, 38.0), 16) == (16, 32, 32, 48)  # never empty
+    want = np.asarray(crop_image(page, cell_box))
+    assert want.shape == (16 + 4, 48 + 4, 3)  # the box + 2 px per side, as trained
+    assert np.array_equal(np.asarray(crop_image(page, snap_box(tight, 16), grid=16)), want)
+    assert np.array_equal(np.asarray(crop_image(page, cell_box, grid=16)), want)  # aligned: unchanged
+    edge = np.asarray(crop_image(page, (0.0, 0.0, 32.0, 16.0), grid=16))
+    assert edge.shape == (20, 36, 3)
+    assert (edge[:2] == 255).all() and (edge[:, :2] == 255).all()  # white beyond the page
+    assert np.array_equal(edge[2:, 2:], np.asarray(page)[:18, :34])

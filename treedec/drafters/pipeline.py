@@ -57,7 +57,7 @@ from treedec.errors import UserError
 from treedec.metrics.layout import iou
 from treedec.page import Block, Page
 
-DRAFTER_VERSION = "pipeline-ocr/2"
+DRAFTER_VERSION = "pipeline-ocr/3"
 EXTRA = "hsd"
 REQUIRED = {"rapidocr": "rapidocr", "rapid_layout": "rapid-layout", "rapid_table": "rapid-table",
             "onnxruntime": "onnxruntime", "cv2": "opencv-python"}
@@ -369,11 +369,14 @@ def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = No
     groups = []
     for row in rows_of(lines):
         h = float(np.median([l.box[3] - l.box[1] for l in row]))
-        y1, y2 = int(min(l.box[1] for l in row)), int(np.ceil(max(l.box[3] for l in row)))
         cur = [row[0]]
         for ln in row[1:]:
             a, b = int(cur[-1].box[2]), int(np.ceil(ln.box[0]))
-            ruled = rules is not None and b > a and bool(rules[max(0, y1):y2, max(0, a):b].any())
+            # a rule between them crosses the core of both pieces' rows (not just the edge
+            # rows, where a figure or a box above may reach down)
+            y1 = int(max(cur[-1].box[1], ln.box[1]) + 0.2 * h)
+            y2 = int(np.ceil(min(cur[-1].box[3], ln.box[3]) - 0.2 * h))
+            ruled = rules is not None and b > a and y2 > y1 and bool(rules[max(0, y1):y2, max(0, a):b].any())
             if ln.box[0] - cur[-1].box[2] <= max_gap * h and not ruled:
                 cur.append(ln)
             else:
@@ -383,11 +386,39 @@ def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = No
     return groups
 
 
-def split_at_gutters(line: Line, ink_page: np.ndarray) -> list[Line]:
+def join_row_words(lines: list[Line], pitch: float, rules: np.ndarray | None = None, max_cells: float = 1.75
+                   ) -> list[Line]:
+    """On a fixed-pitch page, the words of a row (pieces whose inked ends are less than
+    `max_cells` pitches apart: one blank cell, a word space; a column gutter is wider) with
+    no vertical rule between them, as one line. Their character positions carry over, so
+    `respace` rebuilds the spaces between them from the pitch."""
+    out = []
+    for row in rows_of(lines):
+        cur = row[0]
+        for ln in row[1:]:
+            a, b = int(cur.box[2]), int(np.ceil(ln.box[0]))
+            h = min(cur.box[3] - cur.box[1], ln.box[3] - ln.box[1])
+            y1 = int(max(cur.box[1], ln.box[1]) + 0.2 * h)
+            y2 = int(np.ceil(min(cur.box[3], ln.box[3]) - 0.2 * h))
+            ruled = rules is not None and b > a and y2 > y1 and bool(rules[max(0, y1):y2, max(0, a):b].any())
+            if ln.box[0] - cur.box[2] < max_cells * pitch and not ruled and cur.text and ln.text:
+                xs = None
+                if cur.xs is not None and ln.xs is not None:
+                    xs = [*cur.xs, (cur.xs[-1] + ln.xs[0]) / 2, *ln.xs]
+                cur = Line(_union([cur.box, ln.box]), cur.text + " " + ln.text, min(cur.score, ln.score), xs)
+            else:
+                out.append(cur)
+                cur = ln
+        out.append(cur)
+    return out
+
+
+def split_at_gutters(line: Line, ink_page: np.ndarray, min_run: float = 0.0) -> list[Line]:
     """A detected line that jumps a column gutter (two columns read as one line) split at
-    every blank run wider than 0.8 line heights inside it that stays blank from a line
-    height above the line to one below; the line's character positions (`xs`) say which
-    piece each character is in (a line without them stays whole)."""
+    every blank run wider than 0.8 line heights (and than `min_run` pixels: on a
+    fixed-pitch page a word space is a whole blank cell) inside it that stays blank from a
+    line height above the line to one below; the line's character positions (`xs`) say
+    which piece each character is in (a line without them stays whole)."""
     x1, y1, x2, y2 = (round(v) for v in line.box)
     h = y2 - y1
     strip = ink_page[max(0, y1):max(0, y2), max(0, x1):max(0, x2)]
@@ -401,7 +432,7 @@ def split_at_gutters(line: Line, ink_page: np.ndarray) -> list[Line]:
     H = ink_page.shape[0]
     for i in range(int(cols[0]), int(cols[-1]) + 1):
         if ink[i]:
-            if run > 0.8 * h:  # a gutter stays blank a line above and below (a wide space does not)
+            if run > max(0.8 * h, min_run):  # a gutter stays blank a line above and below (a wide space does not)
                 lo, hi = x1 + i - run + 1, x1 + i - 1
                 around = ink_page[max(0, y1 - h):min(H, y2 + h), max(0, lo):max(0, hi)]
                 if around.size and around.mean() < 0.002:
@@ -885,6 +916,7 @@ class PipelineOCR:
         # the fixed-cell repairs below run only where the detector cut glyphs of a fixed pitch apart
         sure = [l for l in found if l.score >= self.config.text_score]
         frag = fragmented(sure) and fixed_pitch(glyph_rows(sure, ink), share=0.7) is not None
+        vm = None
         if self.config.join_gap > 0 and frag:
             unit = float(np.median([l.box[3] - l.box[1] for l in found]))
             hm, vm = (m.astype(bool) for m in _rule_masks(ink, unit))
@@ -895,11 +927,13 @@ class PipelineOCR:
         for line in found:
             line.xs = ink_xs(line, ink) or line.xs
         pitch = self._pitch = fixed_pitch(found) if frag else None
+        if pitch is not None and self.config.join_gap > 0:
+            found = join_row_words(found, pitch, vm)
         lines = []
         for line in found:
             if pitch is not None:
                 line = respace(line, pitch)
-            lines += split_at_gutters(line, ink)
+            lines += split_at_gutters(line, ink, 1.75 * pitch if pitch is not None else 0.0)
         return lines
 
     def _read_group(self, bgr: np.ndarray, group: list[Line]) -> Line:

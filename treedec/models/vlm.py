@@ -86,6 +86,13 @@ class VLM:
         torch.manual_seed(seed)
         return cls(Idefics3ForConditionalGeneration(cfg), tok, spec)
 
+    @property
+    def crop_grid(self) -> int:
+        """Page pixels per image token side (patch x pixel-shuffle factor): region crops
+        snapped to this grid hold exactly the pixels of the page's own patches, since pages
+        and crops are placed unscaled at the canvas's top-left (`canvas`)."""
+        return self.spec.patch_size * self.spec.scale_factor
+
     def prompt_ids(self, mode: str) -> list[int]:
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")

@@ -23,7 +23,7 @@ from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.strategies.padoc import layout_fork, tree_target
 from treedec.strategies.sequential import flat_target
 from treedec.tokenizer import Tokenizer
-from treedec.training.examples import CROP_CATEGORIES, crop_image
+from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 
 
 def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None) -> dict:
@@ -51,13 +51,15 @@ class TwoStages:
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
             jobs = []  # (page name, its draft block, the block's crop)
+            grid = getattr(vlm, "crop_grid", None)  # crops cut as the crop task was trained on
             for s in samples:
                 page = pages.get(s.name)
                 if page is None or s.image is None:
                     continue
                 for k, b in enumerate(page.reading_order()):
                     if b.category in CROP_CATEGORIES and b.content:
-                        jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, b.bbox))))
+                        box = snap_box(b.bbox, grid) if grid else b.bbox
+                        jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, box, grid=grid))))
             seq = SequenceDrafter(self.matcher)
             seq.seqs = {c.name: self.tok.encode(b.content) + [self.tok.eos_id] for _, b, c in jobs}
             crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,

@@ -3,6 +3,7 @@ form for sequential SFT; one packed tree per page for PaDoc, every region superv
 image cost) and region crops (HSD stage 1: a crop -> that region's content)."""
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -29,31 +30,57 @@ def page_example(sample: Sample, vlm: VLM, strategy: Strategy) -> Example:
     return Example(strategy.target(sample.page, vlm.tokenizer, vlm.prompt_ids(strategy.mode)), sample.image)
 
 
-def crop_image(image: Image.Image, bbox, pad: int = 2) -> Image.Image:
+def crop_image(image: Image.Image, bbox, pad: int = 2, grid: int | None = None) -> Image.Image:
+    """The region `bbox` of `image`, `pad` pixels wider per side (white beyond the page's
+    edge, so a box at the edge keeps the same geometry). With `grid` (the model's patch
+    pitch in page pixels) the box is first snapped outward to that grid: a drafter's box,
+    tight on the ink, then gives the crop the crop task was trained on (cell-aligned box +
+    `pad`; the tiny model reads glyphs only at the pixel offset it was trained on)."""
     x1, y1, x2, y2 = bbox
-    return image.crop((max(0, int(x1) - pad), max(0, int(y1) - pad), min(image.width, int(x2) + pad),
-                       min(image.height, int(y2) + pad)))
+    if grid:
+        x1, y1 = math.floor(x1 / grid) * grid, math.floor(y1 / grid) * grid
+        x2, y2 = math.ceil(x2 / grid) * grid, math.ceil(y2 / grid) * grid
+    box = (int(x1) - pad, int(y1) - pad, int(x2) + pad, int(y2) + pad)
+    inside = (max(0, box[0]), max(0, box[1]), min(image.width, box[2]), min(image.height, box[3]))
+    if inside == box:
+        return image.crop(box)
+    out = Image.new(image.mode, (box[2] - box[0], box[3] - box[1]), "white")
+    if inside[0] < inside[2] and inside[1] < inside[3]:
+        out.paste(image.crop(inside), (inside[0] - box[0], inside[1] - box[1]))
+    return out
 
 
-def jitter_box(bbox, rng: random.Random, jitter: float):
-    """`bbox` with each side moved by up to `jitter` of the box's height (in or out), never
-    inverted: crops like a drafter's boxes, which sit tight on the ink or a little off."""
+def snap_box(bbox, grid: int):
+    """`bbox` with each side moved to the nearest line of the `grid` (at least one cell
+    wide and high): a drafter's box, tight on the ink or a few pixels loose, becomes the
+    box of the glyph cells it covers, the box the crop task was trained on."""
+    x1, y1, x2, y2 = (round(v / grid) * grid for v in bbox)
+    return (x1, y1, max(x2, x1 + grid), max(y2, y1 + grid))
+
+
+def jitter_box(bbox, rng: random.Random, jitter: float, unit: float | None = None):
+    """`bbox` with each side moved by up to `jitter` x `unit` (in or out; `unit` defaults to
+    the box's height, one glyph cell is the natural choice), never inverted: crops like a
+    drafter's boxes, which sit tight on the ink or a little off."""
     x1, y1, x2, y2 = bbox
-    d = jitter * (y2 - y1)
+    d = jitter * (unit if unit else y2 - y1)
     x1, x2 = x1 + rng.uniform(-d, d), x2 + rng.uniform(-d, d)
     y1, y2 = y1 + rng.uniform(-d, d), y2 + rng.uniform(-d, d)
     return (min(x1, x2 - 1), min(y1, y2 - 1), max(x2, x1 + 1), max(y2, y1 + 1))
 
 
 def crop_examples(sample: Sample, vlm: VLM, rng: random.Random, k: int, jitter: float = 0.0) -> list[Example]:
-    """Up to `k` regions of the page, each cropped: prompt(crop) -> content <eos>. With
-    `jitter` > 0 the crop box is moved by up to that share of its height per side
-    (`jitter_box`), so that HSD's stage 1 reads crops of a drafter's boxes too."""
+    """Up to `k` regions of the page, each cropped: prompt(crop) -> content <eos>, cut as
+    HSD's stage 1 cuts them (`crop_image` on the model's `crop_grid`). With `jitter` > 0
+    each side of the box first moves by up to that share of a grid cell (of the box's
+    height without a grid), so after snapping a crop may hold an extra row or column of
+    context, as a drafter's looser boxes give."""
     tok = vlm.tokenizer
+    grid = getattr(vlm, "crop_grid", None)
     blocks = [b for b in sample.page.blocks if b.category in CROP_CATEGORIES and b.content]
     out = []
     for b in rng.sample(blocks, min(k, len(blocks))):
         target = tok.encode(b.content) + [tok.eos_id]
-        box = jitter_box(b.bbox, rng, jitter) if jitter > 0 else b.bbox
-        out.append(Example(flat_graph(vlm.prompt_ids("crop"), target), crop_image(sample.image, box)))
+        box = jitter_box(b.bbox, rng, jitter, grid) if jitter > 0 else b.bbox
+        out.append(Example(flat_graph(vlm.prompt_ids("crop"), target), crop_image(sample.image, box, grid=grid)))
     return out
