@@ -32,6 +32,34 @@ def test_page_drafts_propose_the_truth(name, form, synth_pages):
                 assert nxt in [tree.tokens[i] for i, p in enumerate(tree.parents) if p == -1], (s.label, cut)
 
 
+def test_alternative_drafts_propose_every_candidate():
+    """Stage 2 with `stage2_drafts=both`: a junk draft beside the true one costs tree nodes,
+    never the true continuation; candidates that agree share their nodes."""
+    from treedec.data.synth import SynthConfig, generate_page
+    from treedec.drafters.ngram import NgramMatcher, prefix_tree
+    from treedec.drafters.page_drafts import continue_draft
+
+    tree = prefix_tree([[1, 2, 3], [1, 2, 4], [1, 2, 3]])
+    assert tree.tokens == [1, 2, 3, 4] and tree.parents == [-1, 0, 1, 1]
+    assert prefix_tree([[]]) is None and len(prefix_tree([[1, 2], [3, 4]], max_nodes=3)) == 3
+    m = NgramMatcher()
+    early = continue_draft([7], [[7, 8, 9], [7, 5], [6, 8]], m)  # before a match window: drafts that start alike
+    assert early.tokens == [8, 9, 5] and early.parents == [-1, 0, -1]
+    page = generate_page(7, SynthConfig()).page
+    junk = generate_page(8, SynthConfig()).page
+    strategy = STRATEGIES.get("padoc")(TOK)
+    drafter = PageDraftDrafter(TOK, "tree")
+    drafter.pages = {"p": [junk, page]}
+    truth = strategy.target(page, TOK, [TOK.image_id])
+    sample = type("S", (), {"name": "p"})()
+    for s in truth.streams:
+        for cut in range(s.prompt_len + 1, len(s.tokens), 5):
+            g = strategy.target(page, TOK, [TOK.image_id])
+            g[s.id].tokens = g[s.id].tokens[:cut]
+            tree = drafter.propose(g, s.id, sample)
+            assert tree is not None and s.tokens[cut] in [t for t, p in zip(tree.tokens, tree.parents) if p == -1]
+
+
 SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
                head_dim=32)
 

@@ -46,24 +46,30 @@ class NgramMatcher:
 
     def propose(self, history: list[int], drafts: list[list[int]]) -> DraftTree | None:
         found = [(d, j) for d, j in self.matches(history, drafts) if j < len(drafts[d])]
-        if not found:
-            return None
-        if len(found) == 1:
-            d, j = found[0]
-            return DraftTree.chain(drafts[d][j:j + self.max_depth])
-        tokens: list[int] = []
-        parents: list[int] = []
-        index: dict[tuple[int, int], int] = {}  # (parent node, token) -> node
-        for d, j in found:
-            parent = -1
-            for t in drafts[d][j:j + self.max_depth]:
-                node = index.get((parent, t))
-                if node is None:
-                    if len(tokens) >= self.max_nodes:
-                        break
-                    node = len(tokens)
-                    tokens.append(t)
-                    parents.append(parent)
-                    index[(parent, t)] = node
-                parent = node
-        return DraftTree(tokens, parents)
+        return prefix_tree([drafts[d][j:j + self.max_depth] for d, j in found], self.max_nodes)
+
+
+def prefix_tree(continuations: list[list[int]], max_nodes: int = 128) -> DraftTree | None:
+    """Candidate continuations as one draft tree: one node per distinct prefix (so equal
+    continuations cost nothing twice), at most `max_nodes` nodes; None when there are none."""
+    continuations = [c for c in continuations if c]
+    if not continuations:
+        return None
+    if len(continuations) == 1:
+        return DraftTree.chain(continuations[0])
+    tokens: list[int] = []
+    parents: list[int] = []
+    index: dict[tuple[int, int], int] = {}  # (parent node, token) -> node
+    for cont in continuations:
+        parent = -1
+        for t in cont:
+            node = index.get((parent, t))
+            if node is None:
+                if len(tokens) >= max_nodes:
+                    break
+                node = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                index[(parent, t)] = node
+            parent = node
+    return DraftTree(tokens, parents)

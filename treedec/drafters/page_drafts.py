@@ -1,12 +1,13 @@
-"""Draft trees for every stream of a page from one draft `Page` (a pipeline OCR's, or
-HSD stage 1's refined one): the flat stream matches the draft's flat form, the layout
-stream its tree-form layout, and a content branch the draft region that best overlaps
-the box the layout stream gave it (proposed whole at the start, matched n-gram-wise after)."""
+"""Draft trees for every stream of a page from its draft `Page`s (a pipeline OCR's, HSD
+stage 1's refined one, or both as alternatives): the flat stream matches a draft's flat
+form, the layout stream its tree-form layout, and a content branch the draft region that
+best overlaps the box the layout stream gave it (proposed whole at the start, matched
+n-gram-wise after). With several drafts the candidates of all of them form one tree."""
 from __future__ import annotations
 
 import re
 
-from treedec.drafters.ngram import NgramMatcher
+from treedec.drafters.ngram import NgramMatcher, prefix_tree
 from treedec.engine.draft import DraftTree
 from treedec.graph import DecodingGraph
 from treedec.metrics.layout import iou
@@ -17,27 +18,28 @@ from treedec.tokenizer import Tokenizer
 _BOX = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")
 
 
-def continue_draft(own: list[int], draft: list[int], matcher: NgramMatcher) -> DraftTree | None:
-    """Draft for a stream that has produced `own` and is expected to follow `draft`: while
-    `own` is shorter than the match window, continue the draft if it starts alike; after
-    that, n-gram matching."""
+def continue_draft(own: list[int], drafts: list[list[int]], matcher: NgramMatcher) -> DraftTree | None:
+    """Draft for a stream that has produced `own` and is expected to follow one of `drafts`:
+    while `own` is shorter than the match window, continue the drafts that start alike;
+    after that, n-gram matching over all of them."""
     if len(own) < matcher.w_min:
         n = len(own)
-        return DraftTree.chain(draft[n:n + matcher.max_depth]) if draft[:n] == own and draft[n:] else None
-    return matcher.propose(own[-matcher.w_max:], [draft])
+        return prefix_tree([d[n:n + matcher.max_depth] for d in drafts if d[:n] == own], matcher.max_nodes)
+    return matcher.propose(own[-matcher.w_max:], drafts)
 
 
 class SequenceDrafter:
-    """A `Drafter` for single-stream outputs with one known draft sequence per sample name."""
+    """A `Drafter` for single-stream outputs with known draft sequences (alternatives) per
+    sample name."""
 
     def __init__(self, matcher: NgramMatcher | None = None):
         self.matcher = matcher or NgramMatcher()
-        self.seqs: dict[str, list[int]] = {}
+        self.seqs: dict[str, list[list[int]]] = {}
 
     def propose(self, graph: DecodingGraph, sid: int, sample) -> DraftTree | None:
-        draft = self.seqs.get(getattr(sample, "name", ""))
+        drafts = self.seqs.get(getattr(sample, "name", ""))
         s = graph[sid]
-        return continue_draft(s.tokens[s.prompt_len:], draft, self.matcher) if draft else None
+        return continue_draft(s.tokens[s.prompt_len:], drafts, self.matcher) if drafts else None
 
 
 class _PageSeqs:
@@ -53,44 +55,48 @@ class _PageSeqs:
 
 
 class PageDraftDrafter:
-    """A `Drafter` over per-page draft `Page`s, keyed by sample name (`pages`)."""
+    """A `Drafter` over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
+    list of alternative drafts of the page)."""
 
     def __init__(self, tok: Tokenizer, form: str, matcher: NgramMatcher | None = None, min_iou: float = 0.3):
         if form not in ("flat", "tree"):
             raise ValueError(f"form must be flat or tree, got {form!r}")
         self.tok, self.form, self.matcher, self.min_iou = tok, form, matcher or NgramMatcher(), min_iou
-        self.pages: dict[str, Page] = {}
-        self._seqs: dict[str, _PageSeqs] = {}
+        self.pages: dict[str, Page | list[Page]] = {}
+        self._seqs: dict[str, list[_PageSeqs]] = {}
 
-    def _for(self, name: str) -> _PageSeqs | None:
+    def _for(self, name: str) -> list[_PageSeqs]:
         if name not in self._seqs:
             if name not in self.pages:
-                return None
-            self._seqs[name] = _PageSeqs(self.pages[name], self.tok)
+                return []
+            pages = self.pages[name]
+            self._seqs[name] = [_PageSeqs(p, self.tok) for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
 
     def propose(self, graph: DecodingGraph, sid: int, sample) -> DraftTree | None:
-        seqs = self._for(getattr(sample, "name", ""))
-        if seqs is None:
+        alternatives = self._for(getattr(sample, "name", ""))
+        if not alternatives:
             return None
         s = graph[sid]
         if s.parent is None:  # the root: the flat form, or the layout stream of the tree form
-            own, draft = s.tokens[s.prompt_len:], (seqs.layout if self.form == "tree" else seqs.flat)
+            own = s.tokens[s.prompt_len:]
+            drafts = [a.layout if self.form == "tree" else a.flat for a in alternatives]
         else:
-            own, draft = s.tokens, self._region(graph, sid, seqs)  # a branch: <CHILD> + its tokens
-            if draft is None:
+            own, box = s.tokens, self._box(graph, sid)  # a branch: <CHILD> + its tokens
+            drafts = [r for a in alternatives if (r := self._region(box, a)) is not None] if box else []
+            if not drafts:
                 return None
-        return continue_draft(own, draft, self.matcher)
+        return continue_draft(own, drafts, self.matcher)
 
-    def _region(self, graph: DecodingGraph, sid: int, seqs: _PageSeqs) -> list[int] | None:
-        """The draft region overlapping the box this branch's layout block announced."""
+    def _box(self, graph: DecodingGraph, sid: int) -> tuple[int, ...] | None:
+        """The box this branch's layout block announced (0-1000 ints)."""
         s = graph[sid]
         parent = graph[s.parent]
-        layout = self.tok.decode(parent.tokens[parent.prompt_len:s.fork_at])
-        block = layout.rsplit(BLOCK, 1)[-1]
+        block = self.tok.decode(parent.tokens[parent.prompt_len:s.fork_at]).rsplit(BLOCK, 1)[-1]
         m = _BOX.search(block)
-        if not m:
-            return None
-        box = tuple(int(v) for v in m.groups())
+        return tuple(int(v) for v in m.groups()) if m else None
+
+    def _region(self, box: tuple[int, ...], seqs: _PageSeqs) -> list[int] | None:
+        """The draft region that best overlaps `box` (IoU >= min_iou)."""
         best = max(seqs.regions, key=lambda r: iou(box, r[0]), default=None)
         return best[1] if best is not None and iou(box, best[0]) >= self.min_iou else None

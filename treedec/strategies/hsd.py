@@ -2,7 +2,9 @@
 
 Stage 1: every draft region is cropped and decoded by the target model (prompt mode
 `crop`) with the region's draft as speculation; stage 2: the page is decoded with the
-stage-1 outputs as drafts, by the base strategy — `sequential` (HSD as published) or
+stage-1 outputs as drafts (`stage2_drafts=stage1`, as published) or with both the stage-1
+outputs and the pipeline's drafts as alternatives (`both`: where a crop was misread the
+pipeline's text still proposes; the default), by the base strategy — `sequential` (HSD as published) or
 `padoc` (`padoc_hsd`: the layout stream drafted from the draft layout, every content
 branch from the draft region its box overlaps). Acceptance is exact greedy, so the
 pages equal the base strategy's; a page's depth is its stage-1 depth (its crops run in
@@ -39,14 +41,14 @@ class TwoStages:
     decoding its crop with the target model (stage 1)."""
 
     def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, source: str, stage1: bool, cache_dir: str | None,
-                 matcher: NgramMatcher, adaptive: bool = False):
+                 matcher: NgramMatcher, adaptive: bool = False, stage2_drafts: str = "both"):
         self.tok, self.drafter, self.source, self.stage1, self.cache_dir = tok, drafter, source, stage1, cache_dir
-        self.matcher, self.adaptive = matcher, adaptive
+        self.matcher, self.adaptive, self.stage2_drafts = matcher, adaptive, stage2_drafts
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
 
-        pages = _draft_pages(samples, self.source, self.cache_dir)
+        drafted = pages = _draft_pages(samples, self.source, self.cache_dir)
         figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
@@ -61,7 +63,7 @@ class TwoStages:
                         box = snap_box(b.bbox, grid) if grid else b.bbox
                         jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, box, grid=grid))))
             seq = SequenceDrafter(self.matcher)
-            seq.seqs = {c.name: self.tok.encode(b.content) + [self.tok.eos_id] for _, b, c in jobs}
+            seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
             crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
                                      drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
             records = parse_pages(vlm, crop_strategy, [c for _, _, c in jobs], engine_cfg, progress, warmup=False).records
@@ -70,16 +72,21 @@ class TwoStages:
                 f = figures[name]
                 f["stage1_steps"] = max(f["stage1_steps"], rec.steps)
                 f["stage1_crops"] += 1
-        self.drafter.pages = pages
+            if self.stage2_drafts == "both":
+                pages = {n: [p, drafted[n]] for n, p in pages.items()}
+        self.drafter.pages, self.drafter._seqs = pages, {}
         return figures
 
 
 def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
-         w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str) -> Strategy:
+         w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str,
+         stage2_drafts: str) -> Strategy:
     if drafts not in ("pipeline", "oracle"):
         raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
     if draft_len not in ("fixed", "adaptive"):
         raise UserError(f"strategy.draft_len must be fixed or adaptive, got {draft_len!r}")
+    if stage2_drafts not in ("stage1", "both"):
+        raise UserError(f"strategy.stage2_drafts must be stage1 or both, got {stage2_drafts!r}")
     if relaxed_threshold is not None and not 0 < relaxed_threshold <= 1:
         raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {relaxed_threshold}")
     matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes)
@@ -90,7 +97,7 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
     pages = PageDraftDrafter(tokenizer, strategy.mode, matcher)
     adaptive = draft_len == "adaptive"
     strategy.drafter = AdaptiveLength(pages, max_depth) if adaptive else pages
-    strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive)
+    strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive, stage2_drafts)
     if relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
         strategy.acceptor = relaxed(relaxed_threshold)
         strategy.name += "_relaxed"
@@ -100,16 +107,17 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
 @STRATEGIES.register("hsd")
 def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
         w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-        relaxed_threshold: float | None = None, draft_len: str = "adaptive") -> Strategy:
+        relaxed_threshold: float | None = None, draft_len: str = "adaptive", stage2_drafts: str = "both") -> Strategy:
     """HSD as published: sequential decoding verified against pipeline drafts."""
     return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len)
+                relaxed_threshold, draft_len, stage2_drafts)
 
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
               w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-              relaxed_threshold: float | None = None, draft_len: str = "adaptive") -> Strategy:
+              relaxed_threshold: float | None = None, draft_len: str = "adaptive",
+              stage2_drafts: str = "both") -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
     return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len)
+                relaxed_threshold, draft_len, stage2_drafts)
