@@ -28,3 +28,16 @@ def test_no_match_no_draft_and_node_cap():
     assert m.propose([4, 5, 6], [[1, 2, 3]]) is None
     tree = m.propose([1, 2, 3], [[1, 2, 3, 4, 5], [1, 2, 3, 6, 7]])
     assert len(tree) == 3
+
+
+def test_fuzzy_matching_resyncs_after_a_misread_token():
+    """A draft with one wrong token: exact matching proposes nothing until w_min tokens past
+    the error; with `fuzzy` the window may differ in one token, so the rest of the draft is
+    proposed right after the target corrected it."""
+    draft = [[1, 2, 3, 4, 5, 99, 7, 8, 9, 10]]  # the target reads 6 where the draft has 99
+    history = [1, 2, 3, 4, 5, 6]
+    assert NgramMatcher().propose(history, draft) is None
+    tree = NgramMatcher(fuzzy=5).propose(history, draft)
+    assert tree.tokens == [7, 8, 9, 10]
+    assert NgramMatcher(fuzzy=5).propose([1, 2, 0, 4, 0, 6], draft) is None  # two differences: no match
+    assert NgramMatcher(fuzzy=5).propose([2, 3, 4, 5, 99], draft).tokens == [7, 8, 9, 10]  # exact first

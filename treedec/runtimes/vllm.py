@@ -449,6 +449,10 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "
             "num_speculative_tokens = strategy.max_depth (%d) tokens per step", strategy.name, drafter.matcher.max_depth)
+    if drafter.matcher.fuzzy:
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: fuzzy draft matching is the embedded engine's; vLLM's proposer matches exactly",
+            strategy.name)
     if prep.stage1:
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: HSD stage 1 (decoding the draft regions' crops) is skipped; the %s drafts are "

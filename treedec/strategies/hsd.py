@@ -80,7 +80,7 @@ class TwoStages:
 
 def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
          w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str,
-         stage2_drafts: str) -> Strategy:
+         stage2_drafts: str, fuzzy: int) -> Strategy:
     if drafts not in ("pipeline", "oracle"):
         raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
     if draft_len not in ("fixed", "adaptive"):
@@ -89,7 +89,9 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
         raise UserError(f"strategy.stage2_drafts must be stage1 or both, got {stage2_drafts!r}")
     if relaxed_threshold is not None and not 0 < relaxed_threshold <= 1:
         raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {relaxed_threshold}")
-    matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes)
+    if fuzzy != 0 and fuzzy < 2:
+        raise UserError(f"strategy.fuzzy must be 0 (off) or a window of at least 2 tokens, got {fuzzy}")
+    matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes, fuzzy)
     if base == "sequential":
         strategy = Strategy(name, "flat", tokenizer, flat_target)
     else:
@@ -107,17 +109,18 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
 @STRATEGIES.register("hsd")
 def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
         w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-        relaxed_threshold: float | None = None, draft_len: str = "adaptive", stage2_drafts: str = "both") -> Strategy:
+        relaxed_threshold: float | None = None, draft_len: str = "adaptive", stage2_drafts: str = "both",
+        fuzzy: int = 4) -> Strategy:
     """HSD as published: sequential decoding verified against pipeline drafts."""
     return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts)
+                relaxed_threshold, draft_len, stage2_drafts, fuzzy)
 
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
               w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
               relaxed_threshold: float | None = None, draft_len: str = "adaptive",
-              stage2_drafts: str = "both") -> Strategy:
+              stage2_drafts: str = "both", fuzzy: int = 4) -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
     return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts)
+                relaxed_threshold, draft_len, stage2_drafts, fuzzy)
