@@ -60,6 +60,20 @@ def test_alternative_drafts_propose_every_candidate():
             assert tree is not None and s.tokens[cut] in [t for t, p in zip(tree.tokens, tree.parents) if p == -1]
 
 
+def test_pipeline_boxes_move_to_the_models_grid():
+    """`snap`: a drafted box tight on the ink drafts the box the model writes (cell lines)."""
+    from treedec.page import Block, Page
+    from treedec.serialize import box_to_text
+    from treedec.strategies.hsd import on_grid
+
+    draft = Page(width=256, height=256, blocks=[Block("text_block", (19.5, 17.0, 238.2, 93.4), "a"),
+                                                Block("title", (2.0, 243.0, 60.0, 255.0), "b")])
+    snapped = on_grid(draft, 16)
+    assert [b.bbox for b in snapped.blocks] == [(16.0, 16.0, 240.0, 96.0), (0.0, 240.0, 64.0, 256.0)]
+    assert draft.blocks[0].bbox == (19.5, 17.0, 238.2, 93.4)  # a copy: the cached draft is untouched
+    assert box_to_text(snapped.blocks[0].bbox, 256, 256) == "[62,62,938,375]"
+
+
 SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
                head_dim=32)
 

@@ -41,26 +41,28 @@ class TwoStages:
     decoding its crop with the target model (stage 1)."""
 
     def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, source: str, stage1: bool, cache_dir: str | None,
-                 matcher: NgramMatcher, adaptive: bool = False, stage2_drafts: str = "both"):
+                 matcher: NgramMatcher, adaptive: bool = False, stage2_drafts: str = "both", snap: bool = True):
         self.tok, self.drafter, self.source, self.stage1, self.cache_dir = tok, drafter, source, stage1, cache_dir
-        self.matcher, self.adaptive, self.stage2_drafts = matcher, adaptive, stage2_drafts
+        self.matcher, self.adaptive, self.stage2_drafts, self.snap = matcher, adaptive, stage2_drafts, snap
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
 
         drafted = pages = _draft_pages(samples, self.source, self.cache_dir)
+        grid = getattr(vlm, "crop_grid", None) if self.snap else None  # the model's boxes and crops lie on its grid
+        if grid and self.source == "pipeline":
+            drafted = pages = {n: on_grid(p, grid) for n, p in pages.items()}
         figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
             jobs = []  # (page name, its draft block, the block's crop)
-            grid = getattr(vlm, "crop_grid", None)  # crops cut as the crop task was trained on
             for s in samples:
                 page = pages.get(s.name)
                 if page is None or s.image is None:
                     continue
                 for k, b in enumerate(page.reading_order()):
                     if b.category in CROP_CATEGORIES and b.content:
-                        box = snap_box(b.bbox, grid) if grid else b.bbox
+                        box = snap_box(b.bbox, grid) if grid else b.bbox  # cut as the crop task was trained on
                         jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, box, grid=grid))))
             seq = SequenceDrafter(self.matcher)
             seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
@@ -78,9 +80,20 @@ class TwoStages:
         return figures
 
 
+def on_grid(page, grid: int):
+    """A copy of a draft page with every box moved to the nearest lines of the model's
+    patch grid (`snap_box`): a model that reads one glyph per patch writes its boxes on that
+    grid, so a drafter's box (tight on the ink) drafts the model's box digit for digit."""
+    page = copy.deepcopy(page)
+    for b in page.blocks:
+        x1, y1, x2, y2 = snap_box(b.bbox, grid)
+        b.bbox = (float(x1), float(y1), float(min(x2, page.width)), float(min(y2, page.height)))
+    return page
+
+
 def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
          w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str,
-         stage2_drafts: str, fuzzy: int) -> Strategy:
+         stage2_drafts: str, fuzzy: int, snap: bool) -> Strategy:
     if drafts not in ("pipeline", "oracle"):
         raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
     if draft_len not in ("fixed", "adaptive"):
@@ -99,7 +112,7 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
     pages = PageDraftDrafter(tokenizer, strategy.mode, matcher)
     adaptive = draft_len == "adaptive"
     strategy.drafter = AdaptiveLength(pages, max_depth) if adaptive else pages
-    strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive, stage2_drafts)
+    strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive, stage2_drafts, snap)
     if relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
         strategy.acceptor = relaxed(relaxed_threshold)
         strategy.name += "_relaxed"
@@ -110,17 +123,17 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
 def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
         w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
         relaxed_threshold: float | None = None, draft_len: str = "adaptive", stage2_drafts: str = "both",
-        fuzzy: int = 4) -> Strategy:
+        fuzzy: int = 4, snap: bool = True) -> Strategy:
     """HSD as published: sequential decoding verified against pipeline drafts."""
     return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts, fuzzy)
+                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap)
 
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
               w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
               relaxed_threshold: float | None = None, draft_len: str = "adaptive",
-              stage2_drafts: str = "both", fuzzy: int = 4) -> Strategy:
+              stage2_drafts: str = "both", fuzzy: int = 4, snap: bool = True) -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
     return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts, fuzzy)
+                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap)
