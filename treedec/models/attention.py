@@ -434,6 +434,16 @@ class PageBatch:
         return cls(rows, keys, mask, valid.flatten())
 
 
+def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """x [1, H, L, D] at slots idx [P, K] -> [P, H, K, D]; from token-major storage (the KV
+    arena's) by whole rows, else along the slot dimension."""
+    P, K = idx.shape
+    tm = x[0].transpose(0, 1)  # [L, H, D]
+    if tm.is_contiguous():
+        return tm.index_select(0, idx.flatten()).view(P, K, x.shape[1], -1).transpose(1, 2)
+    return x[0].index_select(1, idx.flatten()).view(x.shape[1], P, K, -1).transpose(0, 1)
+
+
 def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, pages: PageBatch,
                       scale: float) -> torch.Tensor:
     """Attention of an engine step page by page, as one padded batch: each page's rows
@@ -445,8 +455,7 @@ def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     K = pages.keys.shape[1]
     H, Hkv, D = query.shape[1], key.shape[1], query.shape[3]
     q = query[0].index_select(1, pages.rows.flatten()).view(H, P, R, D).transpose(0, 1)
-    k = key[0].index_select(1, pages.keys.flatten()).view(Hkv, P, K, D).transpose(0, 1)
-    v = value[0].index_select(1, pages.keys.flatten()).view(Hkv, P, K, -1).transpose(0, 1)
+    k, v = _gather(key, pages.keys), _gather(value, pages.keys)
     o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=pages.mask.to(query.dtype), scale=scale,
                                                          enable_gqa=H != Hkv)  # [P, H, R, Dv]
     o = o.transpose(1, 2).reshape(P * R, H, -1)
