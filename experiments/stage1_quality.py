@@ -139,7 +139,8 @@ def main() -> None:
     crop = Strategy("crop", "crop", vlm.tokenizer, flat_target)
     cfg = EngineConfig(max_pages=16, max_new_tokens=args.max_new_tokens)
     results = {}
-    for name, jobs in crop_jobs(samples, drafts, None if args.no_snap else getattr(vlm, "crop_grid", None)).items():
+    grid = None if args.no_snap else vlm.crop_grid  # the model's own pages fit its canvas: shown unscaled
+    for name, jobs in crop_jobs(samples, drafts, grid).items():
         records = parse_pages(vlm, crop, [c for c, _, _ in jobs], cfg, warmup=False).records
         texts = [r.text[: -len(EOS)] if r.text.endswith(EOS) else r.text for r in records]
         scored = [(t, truth, b) for t, (_, truth, b) in zip(texts, jobs) if truth is not None]

@@ -159,6 +159,7 @@ def test_crop_jitter_moves_boxes_within_bounds_and_keeps_targets():
     moved = crop_examples(sample, vlm, random.Random(1), 3, jitter=0.5)
     assert [e.graph[0].tokens for e in plain] == [e.graph[0].tokens for e in moved]  # same regions, same targets
     assert [e.image.size for e in plain] != [e.image.size for e in moved]
+    assert vlm.page_grid(sample.image) == 8 and vlm.page_grid(sample.image.resize((256, 128))) is None  # shrunk: no grid
     # on the model's grid: a jittered crop gains whole cells of context, never a fraction
     assert all((a - b) % 8 == 0 for p, m in zip(plain, moved) for a, b in zip(m.image.size, p.image.size))
 

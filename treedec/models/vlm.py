@@ -93,6 +93,14 @@ class VLM:
         and crops are placed unscaled at the canvas's top-left (`canvas`)."""
         return self.spec.patch_size * self.spec.scale_factor
 
+    def page_grid(self, image: Image.Image | None) -> int | None:
+        """`crop_grid` where `image` is shown to the model unscaled (it fits the canvas);
+        None for a larger page, which the canvas shrinks (its patches then fall on no grid
+        of the page's pixels)."""
+        if image is None or max(image.size) > self.spec.image_size:
+            return None
+        return self.crop_grid
+
     def prompt_ids(self, mode: str) -> list[int]:
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")

@@ -49,9 +49,10 @@ class TwoStages:
         from treedec.runner import parse_pages
 
         drafted = pages = _draft_pages(samples, self.source, self.cache_dir)
-        grid = getattr(vlm, "crop_grid", None) if self.snap else None  # the model's boxes and crops lie on its grid
-        if grid and self.source == "pipeline":
-            drafted = pages = {n: on_grid(p, grid) for n, p in pages.items()}
+        # the model's boxes and crops lie on its patch grid (where it sees the page unscaled)
+        grids = {s.name: vlm.page_grid(s.image) if self.snap and hasattr(vlm, "page_grid") else None for s in samples}
+        if self.source == "pipeline":
+            drafted = pages = {n: on_grid(p, grids[n]) if grids.get(n) else p for n, p in pages.items()}
         figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
@@ -60,6 +61,7 @@ class TwoStages:
                 page = pages.get(s.name)
                 if page is None or s.image is None:
                     continue
+                grid = grids.get(s.name)
                 for k, b in enumerate(page.reading_order()):
                     if b.category in CROP_CATEGORIES and b.content:
                         box = snap_box(b.bbox, grid) if grid else b.bbox  # cut as the crop task was trained on

@@ -71,12 +71,12 @@ def jitter_box(bbox, rng: random.Random, jitter: float, unit: float | None = Non
 
 def crop_examples(sample: Sample, vlm: VLM, rng: random.Random, k: int, jitter: float = 0.0) -> list[Example]:
     """Up to `k` regions of the page, each cropped: prompt(crop) -> content <eos>, cut as
-    HSD's stage 1 cuts them (`crop_image` on the model's `crop_grid`). With `jitter` > 0
+    HSD's stage 1 cuts them (`crop_image` on the model's `page_grid`). With `jitter` > 0
     each side of the box first moves by up to that share of a grid cell (of the box's
     height without a grid), so after snapping a crop may hold an extra row or column of
     context, as a drafter's looser boxes give."""
     tok = vlm.tokenizer
-    grid = getattr(vlm, "crop_grid", None)
+    grid = vlm.page_grid(sample.image)
     blocks = [b for b in sample.page.blocks if b.category in CROP_CATEGORIES and b.content]
     out = []
     for b in rng.sample(blocks, min(k, len(blocks))):
