@@ -1,14 +1,18 @@
 """HSD: hierarchical speculative decoding from a pipeline OCR's drafts (training-free).
 
 Stage 1: every draft region is cropped and decoded by the target model (prompt mode
-`crop`) with the region's draft as speculation; stage 2: the page is decoded with the
-stage-1 outputs as drafts (`stage2_drafts=stage1`, as published) or with both the stage-1
-outputs and the pipeline's drafts as alternatives (`both`: where a crop was misread the
-pipeline's text still proposes; the default), by the base strategy — `sequential` (HSD as published) or
+`crop`) with the region's draft as speculation; stage 2: the page is decoded by the base
+strategy with drafts: the stage-1 outputs (`stage2_drafts=stage1`, as published) or those
+and the pipeline's text as alternatives (`both`, the default: where a crop was misread the
+pipeline's text still proposes). The base strategy is `sequential` (HSD as published) or
 `padoc` (`padoc_hsd`: the layout stream drafted from the draft layout, every content
 branch from the draft region its box overlaps). Acceptance is exact greedy, so the
 pages equal the base strategy's; a page's depth is its stage-1 depth (its crops run in
 parallel) plus its stage-2 depth.
+
+treedec's additions, each a config switch (off = as published): `snap` (draft boxes and
+crops on the model's patch grid, `VLM.page_grid`), `fuzzy` (matching with one token
+different, `treedec.drafters.ngram`), `draft_len=adaptive` (`treedec.engine.draft_length`).
 """
 from __future__ import annotations
 
