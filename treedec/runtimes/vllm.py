@@ -441,10 +441,10 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
     to refine the drafts) is skipped here. Returns per-page figures, as `prepare` does."""
     import logging
 
-    from treedec.strategies.hsd import _draft_pages
+    from treedec.strategies.hsd import model_drafts
 
     prep, drafter = strategy.prepare, _page_drafter(strategy)
-    pages = _draft_pages(samples, prep.source, prep.cache_dir)
+    pages = model_drafts(vlm, samples, prep.source, prep.cache_dir, prep.snap)
     if drafter is not strategy.drafter:
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "

@@ -52,11 +52,7 @@ class TwoStages:
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
 
-        drafted = pages = _draft_pages(samples, self.source, self.cache_dir)
-        # the model's boxes and crops lie on its patch grid (where it sees the page unscaled)
-        grids = {s.name: vlm.page_grid(s.image) if self.snap and hasattr(vlm, "page_grid") else None for s in samples}
-        if self.source == "pipeline":
-            drafted = pages = {n: on_grid(p, grids[n]) if grids.get(n) else p for n, p in pages.items()}
+        drafted = pages = model_drafts(vlm, samples, self.source, self.cache_dir, self.snap)
         figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
@@ -65,7 +61,7 @@ class TwoStages:
                 page = pages.get(s.name)
                 if page is None or s.image is None:
                     continue
-                grid = grids.get(s.name)
+                grid = vlm.page_grid(s.image) if self.snap and hasattr(vlm, "page_grid") else None
                 for k, b in enumerate(page.reading_order()):
                     if b.category in CROP_CATEGORIES and b.content:
                         box = snap_box(b.bbox, grid) if grid else b.bbox  # cut as the crop task was trained on
@@ -84,6 +80,16 @@ class TwoStages:
                 pages = {n: [p, drafted[n]] for n, p in pages.items()}
         self.drafter.pages, self.drafter._seqs = pages, {}
         return figures
+
+
+def model_drafts(vlm, samples: list[Sample], source: str, cache_dir: str | None, snap: bool) -> dict:
+    """Every sample's draft page (`_draft_pages`); with `snap`, a pipeline draft's boxes on
+    the model's patch grid wherever the model sees the page unscaled (`VLM.page_grid`)."""
+    pages = _draft_pages(samples, source, cache_dir)
+    if snap and source == "pipeline" and hasattr(vlm, "page_grid"):
+        grids = {s.name: vlm.page_grid(s.image) for s in samples}
+        pages = {n: on_grid(p, grids[n]) if grids.get(n) else p for n, p in pages.items()}
+    return pages
 
 
 def on_grid(page, grid: int):
