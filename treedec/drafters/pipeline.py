@@ -361,6 +361,16 @@ def glyph_rows(lines: list[Line], ink_page: np.ndarray) -> list[Line]:
     return out
 
 
+def _ruled_between(left: Line, right: Line, rules: np.ndarray | None, h: float) -> bool:
+    """Does a vertical rule (`rules`: its pixels) stand between two pieces of a row? It must
+    cross the core of both pieces' rows (their common height less 0.2 `h` at each end), not
+    just the edge rows, where a figure or a box above may reach down."""
+    a, b = int(left.box[2]), int(np.ceil(right.box[0]))
+    y1 = int(max(left.box[1], right.box[1]) + 0.2 * h)
+    y2 = int(np.ceil(min(left.box[3], right.box[3]) - 0.2 * h))
+    return rules is not None and b > a and y2 > y1 and bool(rules[max(0, y1):y2, max(0, a):b].any())
+
+
 def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = None) -> list[list[Line]]:
     """Pieces of one word or line that the detector cut apart (each glyph of a wide-celled
     font can come out as its own box): neighbours in a row closer than `max_gap` times the
@@ -371,13 +381,7 @@ def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = No
         h = float(np.median([l.box[3] - l.box[1] for l in row]))
         cur = [row[0]]
         for ln in row[1:]:
-            a, b = int(cur[-1].box[2]), int(np.ceil(ln.box[0]))
-            # a rule between them crosses the core of both pieces' rows (not just the edge
-            # rows, where a figure or a box above may reach down)
-            y1 = int(max(cur[-1].box[1], ln.box[1]) + 0.2 * h)
-            y2 = int(np.ceil(min(cur[-1].box[3], ln.box[3]) - 0.2 * h))
-            ruled = rules is not None and b > a and y2 > y1 and bool(rules[max(0, y1):y2, max(0, a):b].any())
-            if ln.box[0] - cur[-1].box[2] <= max_gap * h and not ruled:
+            if ln.box[0] - cur[-1].box[2] <= max_gap * h and not _ruled_between(cur[-1], ln, rules, h):
                 cur.append(ln)
             else:
                 groups.append(cur)
@@ -396,12 +400,9 @@ def join_row_words(lines: list[Line], pitch: float, rules: np.ndarray | None = N
     for row in rows_of(lines):
         cur = row[0]
         for ln in row[1:]:
-            a, b = int(cur.box[2]), int(np.ceil(ln.box[0]))
             h = min(cur.box[3] - cur.box[1], ln.box[3] - ln.box[1])
-            y1 = int(max(cur.box[1], ln.box[1]) + 0.2 * h)
-            y2 = int(np.ceil(min(cur.box[3], ln.box[3]) - 0.2 * h))
-            ruled = rules is not None and b > a and y2 > y1 and bool(rules[max(0, y1):y2, max(0, a):b].any())
-            if ln.box[0] - cur.box[2] < max_cells * pitch and not ruled and cur.text and ln.text:
+            if ln.box[0] - cur.box[2] < max_cells * pitch and not _ruled_between(cur, ln, rules, h) and cur.text \
+                    and ln.text:
                 xs = None
                 if cur.xs is not None and ln.xs is not None:
                     xs = [*cur.xs, (cur.xs[-1] + ln.xs[0]) / 2, *ln.xs]
