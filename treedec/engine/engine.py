@@ -37,7 +37,9 @@ class EngineConfig:
     compact_ratio: float = 0.5  # ... and this fraction of them is free
     # attention of a step: dense (one mask over the whole arena) | blocked (each page's rows against its own KV,
     # as one padded batch) | auto: blocked when the step has at least `blocked_rows` rows per page (drafts), where it
-    # is cheaper (measured on CPU, 16 pages: 1 row each 10.7 vs 17.1 ms, 4: 21.4 vs 19.4, 16: 61.1 vs 34.2)
+    # is cheaper (experiments/bench_attention_step.py, 16 pages x 400 slots, 2 CPU threads, dense vs blocked ms:
+    # 1 row each 11.6-13.2 vs 12.1-29.4, 4: 23.2-25.2 vs 30.5-33.1, 8: 39.0 vs 39.7, 16: 57.5-64.6 vs 45.5-51.9;
+    # whole padoc_hsd runs, 16 in flight: blocked 1.2x the pages/s of dense)
     attention: str = "auto"
     blocked_rows: float = 4.0
 
