@@ -38,25 +38,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
 
-def _edit(a: str, b: str) -> float:
-    import Levenshtein
-
-    return Levenshtein.distance(a, b) / max(len(a), len(b), 1)
-
-
-def _iou(a, b) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    if w <= 0 or h <= 0:
-        return 0.0
-    inter = w * h
-    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
-
-
 def crop_jobs(samples, drafts, grid: int | None = None) -> dict[str, list[tuple]]:
     """Per set: (crop sample, ground-truth content or None, the drafter's block or None)."""
     from treedec.data import Sample
-    from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
+    from treedec.metrics.layout import iou
+    from treedec.strategies.hsd import stage1_crop
+    from treedec.training.examples import CROP_CATEGORIES, crop_image
 
     jobs = {"truth boxes": [], "pipeline boxes": []}
     for s in samples:
@@ -70,10 +57,9 @@ def crop_jobs(samples, drafts, grid: int | None = None) -> dict[str, list[tuple]
         for k, b in enumerate(page.reading_order()):
             if b.category not in CROP_CATEGORIES or not b.content:
                 continue
-            best = max(truth, key=lambda t: _iou(t.bbox, b.bbox), default=None)
-            content = best.content if best is not None and _iou(best.bbox, b.bbox) > 0 else None
-            box = snap_box(b.bbox, grid) if grid else b.bbox  # as HSD's stage 1 does
-            jobs["pipeline boxes"].append((Sample(f"{s.name}#p{k}", None, crop_image(s.image, box, grid=grid)),
+            best = max(truth, key=lambda t: iou(t.bbox, b.bbox), default=None)
+            content = best.content if best is not None and iou(best.bbox, b.bbox) > 0 else None
+            jobs["pipeline boxes"].append((Sample(f"{s.name}#p{k}", None, stage1_crop(s.image, b.bbox, grid)),
                                            content, b))
     return jobs
 
@@ -120,6 +106,7 @@ def main() -> None:
     from treedec.drafters import draft_pages
     from treedec.drafters.cache import default_cache_dir
     from treedec.engine.engine import EngineConfig
+    from treedec.metrics.edit_distance import normalized_edit_distance
     from treedec.errors import UserError
     from treedec.models.vlm import SHIPPED, VLM
     from treedec.runner import parse_pages
@@ -144,13 +131,13 @@ def main() -> None:
         records = parse_pages(vlm, crop, [c for c, _, _ in jobs], cfg, warmup=False).records
         texts = [r.text[: -len(EOS)] if r.text.endswith(EOS) else r.text for r in records]
         scored = [(t, truth, b) for t, (_, truth, b) in zip(texts, jobs) if truth is not None]
-        edits = [_edit(t, truth) for t, truth, _ in scored]
+        edits = [normalized_edit_distance(t, truth) for t, truth, _ in scored]
         steps = [r.steps for r in records]
         row = {"crops": len(jobs), "scored": len(scored), "edit": statistics.fmean(edits) if edits else None,
                "exact": sum(e == 0 for e in edits) / len(edits) if edits else None,
                "median_steps": statistics.median(steps) if steps else None, "max_steps": max(steps, default=None),
                "cut": sum("max_new_tokens" in " ".join(r.flags) for r in records)}
-        drafted = [_edit(b.content, truth) for _, truth, b in scored if b is not None]
+        drafted = [normalized_edit_distance(b.content, truth) for _, truth, b in scored if b is not None]
         row["draft_edit"] = statistics.fmean(drafted) if drafted else None
         if name == "pipeline boxes":
             row["page_edit_drafts"], row["page_edit_stage1"] = page_edits(samples, drafts, jobs, texts)

@@ -390,8 +390,11 @@ def word_groups(lines: list[Line], max_gap: float, rules: np.ndarray | None = No
     return groups
 
 
-def join_row_words(lines: list[Line], pitch: float, rules: np.ndarray | None = None, max_cells: float = 1.75
-                   ) -> list[Line]:
+WORD_SPACE_CELLS = 1.75  # on a fixed-pitch page, inked ends closer than this many pitches hold a word space
+
+
+def join_row_words(lines: list[Line], pitch: float, rules: np.ndarray | None = None,
+                   max_cells: float = WORD_SPACE_CELLS) -> list[Line]:
     """On a fixed-pitch page, the words of a row (pieces whose inked ends are less than
     `max_cells` pitches apart: one blank cell, a word space; a column gutter is wider) with
     no vertical rule between them, as one line. Their character positions carry over, so
@@ -934,7 +937,7 @@ class PipelineOCR:
         for line in found:
             if pitch is not None:
                 line = respace(line, pitch)
-            lines += split_at_gutters(line, ink, 1.75 * pitch if pitch is not None else 0.0)
+            lines += split_at_gutters(line, ink, WORD_SPACE_CELLS * pitch if pitch is not None else 0.0)
         return lines
 
     def _read_group(self, bgr: np.ndarray, group: list[Line]) -> Line:

@@ -61,11 +61,10 @@ class TwoStages:
                 page = pages.get(s.name)
                 if page is None or s.image is None:
                     continue
-                grid = vlm.page_grid(s.image) if self.snap and hasattr(vlm, "page_grid") else None
+                grid = model_grid(vlm, s.image) if self.snap else None
                 for k, b in enumerate(page.reading_order()):
                     if b.category in CROP_CATEGORIES and b.content:
-                        box = snap_box(b.bbox, grid) if grid else b.bbox  # cut as the crop task was trained on
-                        jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, crop_image(s.image, box, grid=grid))))
+                        jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, stage1_crop(s.image, b.bbox, grid))))
             seq = SequenceDrafter(self.matcher)
             seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
             crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
@@ -86,10 +85,22 @@ def model_drafts(vlm, samples: list[Sample], source: str, cache_dir: str | None,
     """Every sample's draft page (`_draft_pages`); with `snap`, a pipeline draft's boxes on
     the model's patch grid wherever the model sees the page unscaled (`VLM.page_grid`)."""
     pages = _draft_pages(samples, source, cache_dir)
-    if snap and source == "pipeline" and hasattr(vlm, "page_grid"):
-        grids = {s.name: vlm.page_grid(s.image) for s in samples}
+    if snap and source == "pipeline":
+        grids = {s.name: model_grid(vlm, s.image) for s in samples}
         pages = {n: on_grid(p, grids[n]) if grids.get(n) else p for n, p in pages.items()}
     return pages
+
+
+def model_grid(vlm, image) -> int | None:
+    """The model's patch grid in `image`'s pixels (`VLM.page_grid`); None for a model
+    without one (Qwen3-VL resizes its images) or a page it shrinks."""
+    return vlm.page_grid(image) if hasattr(vlm, "page_grid") else None
+
+
+def stage1_crop(image, bbox, grid: int | None):
+    """A drafted region's crop as stage 1 decodes it: with the model's `grid`, the box moved to
+    the nearest grid lines and cut as the crop task was trained on; else box + 2 px."""
+    return crop_image(image, snap_box(bbox, grid) if grid else bbox, grid=grid)
 
 
 def on_grid(page, grid: int):

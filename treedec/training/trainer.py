@@ -38,7 +38,7 @@ class TrainConfig:
     pages_per_step: int = 8
     strategies: list[str] = field(default_factory=lambda: ["sequential", "padoc"])
     crops_per_page: int = 1
-    crop_jitter: float = 0.0  # crop boxes moved by up to this share of their height per side (HSD stage 1 on drafter boxes)
+    crop_jitter: float = 0.0  # crop box sides moved by up to this share of a grid cell, then snapped (crop_examples)
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup: int = 200
