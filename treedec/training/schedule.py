@@ -5,8 +5,14 @@ import math
 from typing import Any
 
 
-def lr_at(step: int, lr: float, min_lr: float, warmup: int, total: int) -> float:
-    """Linear warmup, then cosine decay to `min_lr` at `total` steps."""
+def lr_at(step: int, lr: float, min_lr: float, warmup: int, total: int, restart: int = 0) -> float:
+    """Linear warmup, then cosine decay to `min_lr` at `total` steps. `restart` > 0: a warm
+    restart, the warmup and the cosine begin again at that step (steps before it follow the
+    schedule from 0 to `restart`)."""
+    if 0 < restart <= step:
+        return lr_at(step - restart, lr, min_lr, warmup, total - restart)
+    if 0 < restart:
+        total = restart
     if step < warmup:
         return lr * (step + 1) / warmup
     t = min(1.0, (step - warmup) / max(1, total - warmup))

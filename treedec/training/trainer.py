@@ -42,6 +42,7 @@ class TrainConfig:
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup: int = 200
+    restart: int = 0  # > 0: warmup and cosine decay start again at this step (a warm restart)
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     bf16: bool = True
@@ -58,6 +59,8 @@ class TrainConfig:
         self.strategies = list(self.strategies)
         if not self.strategies:
             raise UserError("train.strategies must name at least one strategy")
+        if not 0 <= self.restart < self.steps:
+            raise UserError(f"train.restart must be 0 (none) or a step below train.steps={self.steps}, got {self.restart}")
         if self.attention not in ("tree", "dense"):
             raise UserError(f"train.attention must be tree or dense, got {self.attention!r}")
         if isinstance(self.grounding, dict):
@@ -252,7 +255,7 @@ class Trainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         packed, px, n_examples, targets = self.batch(self.step)
-        lr = lr_at(self.step, cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps)
+        lr = lr_at(self.step, cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.restart)
         for group in self.opt.param_groups:
             group["lr"] = lr
         if targets is not None and self.step < cfg.grounding.vision_warmup:
