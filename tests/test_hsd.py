@@ -12,12 +12,13 @@ from treedec.strategies.base import STRATEGIES, build_strategy
 from engine_helpers import TOK
 
 
-@pytest.mark.parametrize("name, form", [("sequential", "flat"), ("padoc", "tree")])
-def test_page_drafts_propose_the_truth(name, form, synth_pages):
+@pytest.mark.parametrize("name, form, layout", [("sequential", "flat", "ngram"), ("padoc", "tree", "ngram"),
+                                                ("padoc", "tree", "lines")])
+def test_page_drafts_propose_the_truth(name, form, layout, synth_pages):
     """Drafting a page from itself: at every point of every stream the draft's first path
     continues with the true next tokens."""
     strategy = STRATEGIES.get(name)(TOK)
-    drafter = PageDraftDrafter(TOK, form)
+    drafter = PageDraftDrafter(TOK, form, layout=layout)
     for page in synth_pages[:8]:
         sample = type("S", (), {"name": "p"})()
         drafter.pages, drafter._seqs = {"p": page}, {}
@@ -78,15 +79,16 @@ SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1
                head_dim=32)
 
 
-@pytest.mark.parametrize("name, base", [("hsd", "sequential"), ("padoc_hsd", "padoc")])
-def test_hsd_output_equals_its_base(name, base):
+@pytest.mark.parametrize("name, base, options", [("hsd", "sequential", {}), ("padoc_hsd", "padoc", {}),
+                                                 ("padoc_hsd", "padoc", {"layout": "ngram"})])
+def test_hsd_output_equals_its_base(name, base, options):
     torch.manual_seed(0)
     vlm = VLM.tiny(SPEC, seed=5)
     cfg = SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(2, 3), furniture_prob=0.0)
     samples = [generate_page(s, cfg) for s in range(2)]
     ecfg = EngineConfig(max_new_tokens=24)
     plain = parse_pages(vlm, build_strategy({"name": base}, vlm.tokenizer), samples, ecfg, progress=False)
-    spec = parse_pages(vlm, build_strategy({"name": name, "drafts": "oracle"}, vlm.tokenizer), samples, ecfg,
+    spec = parse_pages(vlm, build_strategy({"name": name, "drafts": "oracle", **options}, vlm.tokenizer), samples, ecfg,
                        progress=False)
     for a, b in zip(plain.records, spec.records):
         assert a.text == b.text

@@ -31,13 +31,14 @@ CATEGORY_TOKENS = tuple(category_token(c) for c in CATEGORIES)
 _CAT_OF_TOKEN = {category_token(c): c for c in CATEGORIES}
 
 
+def coord(v: float, size: int) -> int:
+    """A box coordinate as serialized: 0-1000 relative to the page side `size`."""
+    return min(1000, max(0, round(1000 * v / size)))
+
+
 def box_to_text(bbox: tuple[float, float, float, float], width: int, height: int) -> str:
     x1, y1, x2, y2 = bbox
-
-    def q(v: float, size: int) -> int:
-        return min(1000, max(0, round(1000 * v / size)))
-
-    return f"[{q(x1, width)},{q(y1, height)},{q(x2, width)},{q(y2, height)}]"
+    return f"[{coord(x1, width)},{coord(y1, height)},{coord(x2, width)},{coord(y2, height)}]"
 
 
 def box_from_ints(box: tuple[int, int, int, int], width: int, height: int) -> tuple[float, float, float, float]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 
+from treedec.drafters.layout_lines import LayoutLines, layout_tree
 from treedec.drafters.ngram import NgramMatcher, prefix_tree
 from treedec.engine.draft import DraftTree
 from treedec.graph import DecodingGraph
 from treedec.metrics.layout import iou
 from treedec.page import Page
-from treedec.serialize import BLOCK, box_to_text, page_to_flat, page_to_tree
+from treedec.serialize import BLOCK, box_to_text, coord, page_to_flat, page_to_tree
 from treedec.tokenizer import Tokenizer
 
 _BOX = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")
@@ -42,12 +43,23 @@ class SequenceDrafter:
         return continue_draft(s.tokens[s.prompt_len:], drafts, self.matcher) if drafts else None
 
 
-class _PageSeqs:
-    """Token sequences of one draft page."""
+def grid_values(tok: Tokenizer, page: Page, grid: int) -> list[list[tuple[int, ...]]]:
+    """Per box field (x1, y1, x2, y2): the tokens of every serialized coordinate that lies on
+    a model's patch grid of `grid` pixels on this page."""
+    xs = [tuple(tok.encode(str(coord(v, page.width)))) for v in range(0, page.width + 1, grid)]
+    ys = [tuple(tok.encode(str(coord(v, page.height)))) for v in range(0, page.height + 1, grid)]
+    return [xs, ys, xs, ys]
 
-    def __init__(self, page: Page, tok: Tokenizer):
+
+class _PageSeqs:
+    """Token sequences of one draft page (`grid`: the model's patch grid on it, or None)."""
+
+    def __init__(self, page: Page, tok: Tokenizer, grid: int | None = None):
         self.flat = tok.encode(page_to_flat(page))
         self.layout = tok.encode(page_to_tree(page).layout)
+        comma, open_, close = (tok.encode(c)[0] for c in ",[]")
+        self.lines = LayoutLines(self.layout, tok.block_id, tok.eos_id, comma, open_, close,
+                                 grid_values(tok, page, grid) if grid else None)
         self.regions = []  # (box in 0-1000 ints, branch tokens <CHILD>content<eos>)
         for b in page.reading_order():
             box = tuple(int(v) for v in _BOX.match(box_to_text(b.bbox, page.width, page.height)).groups())
@@ -56,13 +68,20 @@ class _PageSeqs:
 
 class PageDraftDrafter:
     """A `Drafter` over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
-    list of alternative drafts of the page)."""
+    list of alternative drafts of the page; `grids`: the model's patch grid on the page,
+    where it has one). `layout`: how the layout stream of the tree form is drafted, `ngram`
+    (matching, as every other stream) or `lines` (line by line, `layout_lines`; n-gram
+    matching where that proposes nothing)."""
 
-    def __init__(self, tok: Tokenizer, form: str, matcher: NgramMatcher | None = None, min_iou: float = 0.3):
+    def __init__(self, tok: Tokenizer, form: str, matcher: NgramMatcher | None = None, min_iou: float = 0.3,
+                 layout: str = "ngram"):
         if form not in ("flat", "tree"):
             raise ValueError(f"form must be flat or tree, got {form!r}")
-        self.tok, self.form, self.matcher, self.min_iou = tok, form, matcher or NgramMatcher(), min_iou
+        if layout not in ("ngram", "lines"):
+            raise ValueError(f"layout must be ngram or lines, got {layout!r}")
+        self.tok, self.form, self.matcher, self.min_iou, self.layout = tok, form, matcher or NgramMatcher(), min_iou, layout
         self.pages: dict[str, Page | list[Page]] = {}
+        self.grids: dict[str, int] = {}
         self._seqs: dict[str, list[_PageSeqs]] = {}
 
     def _for(self, name: str) -> list[_PageSeqs]:
@@ -70,7 +89,8 @@ class PageDraftDrafter:
             if name not in self.pages:
                 return []
             pages = self.pages[name]
-            self._seqs[name] = [_PageSeqs(p, self.tok) for p in (pages if isinstance(pages, list) else [pages])]
+            grid = self.grids.get(name)
+            self._seqs[name] = [_PageSeqs(p, self.tok, grid) for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
 
     def propose(self, graph: DecodingGraph, sid: int, sample) -> DraftTree | None:
@@ -80,6 +100,10 @@ class PageDraftDrafter:
         s = graph[sid]
         if s.parent is None:  # the root: the flat form, or the layout stream of the tree form
             own = s.tokens[s.prompt_len:]
+            if self.form == "tree" and self.layout == "lines":
+                tree = layout_tree(own, [a.lines for a in alternatives], self.matcher.max_depth, self.matcher.max_nodes)
+                if tree is not None:
+                    return tree
             drafts = [a.layout if self.form == "tree" else a.flat for a in alternatives]
         else:
             own, box = s.tokens, self._box(graph, sid)  # a branch: <CHILD> + its tokens

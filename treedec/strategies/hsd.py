@@ -12,7 +12,9 @@ parallel) plus its stage-2 depth.
 
 treedec's additions, each a config switch (off = as published): `snap` (draft boxes and
 crops on the model's patch grid, `VLM.page_grid`), `fuzzy` (matching with one token
-different, `treedec.drafters.ngram`), `draft_len=adaptive` (`treedec.engine.draft_length`).
+different, `treedec.drafters.ngram`), `draft_len=adaptive` (`treedec.engine.draft_length`),
+`layout=lines` (padoc_hsd's layout stream drafted line by line and field by field,
+`treedec.drafters.layout_lines`).
 """
 from __future__ import annotations
 
@@ -78,6 +80,8 @@ class TwoStages:
             if self.stage2_drafts == "both":
                 pages = {n: [p, drafted[n]] for n, p in pages.items()}
         self.drafter.pages, self.drafter._seqs = pages, {}
+        self.drafter.grids = {s.name: g for s in samples if self.snap and s.image is not None
+                              and (g := model_grid(vlm, s.image))}
         return figures
 
 
@@ -116,7 +120,7 @@ def on_grid(page, grid: int):
 
 def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
          w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str,
-         stage2_drafts: str, fuzzy: int, snap: bool) -> Strategy:
+         stage2_drafts: str, fuzzy: int, snap: bool, layout: str = "ngram") -> Strategy:
     if drafts not in ("pipeline", "oracle"):
         raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
     if draft_len not in ("fixed", "adaptive"):
@@ -127,12 +131,14 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
         raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {relaxed_threshold}")
     if fuzzy != 0 and fuzzy < 2:
         raise UserError(f"strategy.fuzzy must be 0 (off) or a window of at least 2 tokens, got {fuzzy}")
+    if layout not in ("ngram", "lines"):
+        raise UserError(f"strategy.layout must be ngram or lines, got {layout!r}")
     matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes, fuzzy)
     if base == "sequential":
         strategy = Strategy(name, "flat", tokenizer, flat_target)
     else:
         strategy = Strategy(name, "tree", tokenizer, tree_target, layout_fork)
-    pages = PageDraftDrafter(tokenizer, strategy.mode, matcher)
+    pages = PageDraftDrafter(tokenizer, strategy.mode, matcher, layout=layout)
     adaptive = draft_len == "adaptive"
     strategy.drafter = AdaptiveLength(pages, max_depth) if adaptive else pages
     strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive, stage2_drafts, snap)
@@ -156,7 +162,7 @@ def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cac
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
               w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
               relaxed_threshold: float | None = None, draft_len: str = "adaptive",
-              stage2_drafts: str = "both", fuzzy: int = 4, snap: bool = True) -> Strategy:
+              stage2_drafts: str = "both", fuzzy: int = 4, snap: bool = True, layout: str = "lines") -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
     return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap)
+                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap, layout)
