@@ -132,10 +132,11 @@ def main() -> None:
         ours = vlm.tokenizer.encode(res.records[0].text)
         same &= ours == ref[: len(ours)]
     one = {"engine_s": eng_s, "plain_s": plain_s, "engine_over_plain": eng_s / plain_s, "same_tokens": same}
-    print(f"\n{'conc':>5} {'strategy':<24} {'steps':>7} {'acc/step':>8} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} "
+    print(f"\n{'conc':>5} {'strategy':<24} {'steps':>7} {'root':>5} {'acc/step':>8} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} "
           f"{'thru x':>7} {'p95 x':>6} {'text_edit':>9} {'layout_f1':>9}")
     for r in rows:
-        print(f"{r['concurrency']:>5} {r['strategy']:<24} {r['median_steps']:>7.0f} {r['accepted_per_step']:>8.2f} "
+        print(f"{r['concurrency']:>5} {r['strategy']:<24} {r['median_steps']:>7.0f} {r['median_root_steps']:>5.0f} "
+              f"{r['accepted_per_step']:>8.2f} "
               f"{r['pages_per_s']:>8.3f} {r['p95_latency_s']:>7.2f} {r['steps_ratio']:>7.2f}x {r['throughput_ratio']:>6.2f}x "
               f"{r['p95_ratio']:>5.2f}x {_f(r['text_edit']):>9} {_f(r['layout_f1']):>9}")
     print(f"one stream: engine {eng_s:.2f}s vs plain {plain_s:.2f}s -> {one['engine_over_plain']:.2f}x, same tokens: {same}")

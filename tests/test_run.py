@@ -116,3 +116,13 @@ def test_missing_checkpoint_is_one_line(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "does not exist" in r.stderr.strip().splitlines()[-1]
+
+
+def test_root_steps_is_the_layout_streams_share_of_the_critical_path():
+    from treedec.page import Page
+    from treedec.runner import PageRecord
+
+    tree = PageRecord("p", Page(8, 8), "", steps=4, timeline=[[0], [0, 1], [1, 2], [2]])
+    assert tree.root_steps == 2 and tree.figures()["root_steps"] == 2
+    assert PageRecord("q", Page(8, 8), "", steps=3, timeline=[[0], [0], [0]]).root_steps == 3
+    assert PageRecord("r", Page(8, 8), "").root_steps == 0  # not decoded

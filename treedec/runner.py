@@ -37,8 +37,16 @@ class PageRecord:
         stream_steps = sum(len(t) for t in self.timeline)
         return self.generated / stream_steps if stream_steps else 0.0
 
+    @property
+    def root_steps(self) -> int:
+        """Steps up to the root stream's last (the layout stream of a tree: how much of the
+        critical path the layout takes; all of it for one stream)."""
+        root = self.timeline[0][0] if self.timeline and self.timeline[0] else None
+        return max((i + 1 for i, t in enumerate(self.timeline) if root in t), default=0)
+
     def figures(self) -> dict[str, Any]:
-        return {"steps": self.steps, "generated_tokens": self.generated, "streams": self.streams,
+        return {"steps": self.steps, "root_steps": self.root_steps, "generated_tokens": self.generated,
+                "streams": self.streams,
                 "tokens_per_step": self.generated / self.steps if self.steps else 0.0,
                 "accepted_per_step": self.accepted_per_step,
                 "latency_s": self.latency_s, "queue_s": self.queue_s, "drafted_tokens": self.drafted,

@@ -21,6 +21,8 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
     return {
         "median_steps": float(np.median(steps)) if steps else None,
         "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
+        # steps up to the root stream's end: the layout stream's share of a tree's critical path
+        "median_root_steps": float(np.median([r.root_steps for r in recs])) if recs else None,
         "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
         "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
         "generated_tokens": int(sum(r.generated for r in recs)),
