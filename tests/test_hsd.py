@@ -13,7 +13,7 @@ from engine_helpers import TOK
 
 
 @pytest.mark.parametrize("name, form, layout", [("sequential", "flat", "ngram"), ("padoc", "tree", "ngram"),
-                                                ("padoc", "tree", "lines")])
+                                                ("sequential", "flat", "lines"), ("padoc", "tree", "lines")])
 def test_page_drafts_propose_the_truth(name, form, layout, synth_pages):
     """Drafting a page from itself: at every point of every stream the draft's first path
     continues with the true next tokens."""
@@ -80,6 +80,7 @@ SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1
 
 
 @pytest.mark.parametrize("name, base, options", [("hsd", "sequential", {}), ("padoc_hsd", "padoc", {}),
+                                                 ("hsd", "sequential", {"layout": "ngram"}),
                                                  ("padoc_hsd", "padoc", {"layout": "ngram"})])
 def test_hsd_output_equals_its_base(name, base, options):
     torch.manual_seed(0)

@@ -58,8 +58,9 @@ class _PageSeqs:
         self.flat = tok.encode(page_to_flat(page))
         self.layout = tok.encode(page_to_tree(page).layout)
         comma, open_, close = (tok.encode(c)[0] for c in ",[]")
-        self.lines = LayoutLines(self.layout, tok.block_id, tok.eos_id, comma, open_, close,
-                                 grid_values(tok, page, grid) if grid else None)
+        values = grid_values(tok, page, grid) if grid else None
+        self.lines = LayoutLines(self.layout, tok.block_id, tok.eos_id, comma, open_, close, values)
+        self.flat_lines = LayoutLines(self.flat, tok.block_id, tok.eos_id, comma, open_, close, values)
         self.regions = []  # (box in 0-1000 ints, branch tokens <CHILD>content<eos>)
         for b in page.reading_order():
             box = tuple(int(v) for v in _BOX.match(box_to_text(b.bbox, page.width, page.height)).groups())
@@ -69,9 +70,9 @@ class _PageSeqs:
 class PageDraftDrafter:
     """A `Drafter` over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
     list of alternative drafts of the page; `grids`: the model's patch grid on the page,
-    where it has one). `layout`: how the layout stream of the tree form is drafted, `ngram`
-    (matching, as every other stream) or `lines` (line by line, `layout_lines`; n-gram
-    matching where that proposes nothing)."""
+    where it has one). `layout`: how the root stream (the tree form's layout stream, the
+    flat stream) is drafted: `ngram` (matching, as every other stream) or `lines` (line by
+    line and field by field, `layout_lines`; n-gram matching where that proposes nothing)."""
 
     def __init__(self, tok: Tokenizer, form: str, matcher: NgramMatcher | None = None, min_iou: float = 0.3,
                  layout: str = "ngram"):
@@ -100,8 +101,9 @@ class PageDraftDrafter:
         s = graph[sid]
         if s.parent is None:  # the root: the flat form, or the layout stream of the tree form
             own = s.tokens[s.prompt_len:]
-            if self.form == "tree" and self.layout == "lines":
-                tree = layout_tree(own, [a.lines for a in alternatives], self.matcher.max_depth, self.matcher.max_nodes)
+            if self.layout == "lines":
+                tree = layout_tree(own, [a.lines if self.form == "tree" else a.flat_lines for a in alternatives],
+                                   self.matcher.max_depth, self.matcher.max_nodes)
                 if tree is not None:
                     return tree
             drafts = [a.layout if self.form == "tree" else a.flat for a in alternatives]

@@ -453,10 +453,10 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: fuzzy draft matching is the embedded engine's; vLLM's proposer matches exactly",
             strategy.name)
-    if getattr(drafter, "layout", "ngram") == "lines" and drafter.form == "tree":
+    if getattr(drafter, "layout", "ngram") == "lines":
         logging.getLogger(__name__).warning(
-            "%s on runtime=vllm: layout=lines (drafting the layout stream line by line) is the embedded engine's; "
-            "vLLM's proposer matches the layout n-gram-wise", strategy.name)
+            "%s on runtime=vllm: layout=lines (drafting the root stream line by line) is the embedded engine's; "
+            "vLLM's proposer matches it n-gram-wise", strategy.name)
     if prep.stage1:
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: HSD stage 1 (decoding the draft regions' crops) is skipped; the %s drafts are "

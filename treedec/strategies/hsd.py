@@ -13,8 +13,8 @@ parallel) plus its stage-2 depth.
 treedec's additions, each a config switch (off = as published): `snap` (draft boxes and
 crops on the model's patch grid, `VLM.page_grid`), `fuzzy` (matching with one token
 different, `treedec.drafters.ngram`), `draft_len=adaptive` (`treedec.engine.draft_length`),
-`layout=lines` (padoc_hsd's layout stream drafted line by line and field by field,
-`treedec.drafters.layout_lines`).
+`layout=lines` (the layout stream, or the flat stream's block lines, drafted line by line
+and field by field, `treedec.drafters.layout_lines`).
 """
 from __future__ import annotations
 
@@ -152,10 +152,11 @@ def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, 
 def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
         w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
         relaxed_threshold: float | None = None, draft_len: str = "adaptive", stage2_drafts: str = "both",
-        fuzzy: int = 4, snap: bool = True) -> Strategy:
-    """HSD as published: sequential decoding verified against pipeline drafts."""
+        fuzzy: int = 4, snap: bool = True, layout: str = "lines") -> Strategy:
+    """HSD: sequential decoding verified against pipeline drafts (as published with
+    stage2_drafts=stage1, fuzzy=0, layout=ngram, snap=false)."""
     return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap)
+                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap, layout)
 
 
 @STRATEGIES.register("padoc_hsd")
