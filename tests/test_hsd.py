@@ -94,3 +94,25 @@ def test_hsd_output_equals_its_base(name, base, options):
     for a, b in zip(plain.records, spec.records):
         assert a.text == b.text
         assert b.extra["stage1_crops"] > 0 and b.steps >= b.extra["stage1_steps"] > 0
+
+
+def test_a_branch_without_its_region_matches_the_pages_other_regions():
+    """A branch whose box no draft region overlaps (the pipeline merged blocks or put the box
+    elsewhere) proposes nothing until it has written `w_min` tokens, then continues from
+    wherever the page's drafts hold those tokens."""
+    from treedec.page import Block, Page
+
+    draft = Page(width=256, height=256, blocks=[Block("text_block", (16, 16, 240, 48), "alpha beta gamma delta")])
+    truth = Page(width=256, height=256, blocks=[Block("title", (16, 200, 240, 216), "gamma delta")])
+    strategy = STRATEGIES.get("padoc")(TOK)
+    drafter = PageDraftDrafter(TOK, "tree")
+    drafter.pages = {"p": draft}
+    sample = type("S", (), {"name": "p"})()
+    g = strategy.target(truth, TOK, [TOK.image_id])
+    branch = next(s for s in g.streams if s.parent is not None)
+    full = list(branch.tokens)
+    branch.tokens = full[:2]  # <CHILD> g
+    assert drafter.propose(g, branch.id, sample) is None
+    branch.tokens = full[:4]  # <CHILD> g a m
+    tree = drafter.propose(g, branch.id, sample)
+    assert tree is not None and TOK.decode(tree.tokens[:6]) == "ma del"

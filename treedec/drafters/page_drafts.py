@@ -110,8 +110,12 @@ class PageDraftDrafter:
         else:
             own, box = s.tokens, self._box(graph, sid)  # a branch: <CHILD> + its tokens
             drafts = [r for a in alternatives if (r := self._region(box, a)) is not None] if box else []
-            if not drafts:
-                return None
+            tree = continue_draft(own, drafts, self.matcher) if drafts else None
+            if tree is None and len(own) >= self.matcher.w_min:
+                # its region's draft (if any) has no match: the page's other regions may (the
+                # pipeline merged or split blocks, or put a box elsewhere)
+                tree = self.matcher.propose(own[-self.matcher.w_max:], [r for a in alternatives for _, r in a.regions])
+            return tree
         return continue_draft(own, drafts, self.matcher)
 
     def _box(self, graph: DecodingGraph, sid: int) -> tuple[int, ...] | None:
