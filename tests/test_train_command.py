@@ -35,3 +35,19 @@ def test_train_writes_a_model_that_run_uses_with_its_pages(tmp_path):
 
     ds = open_dataset({"name": "synth", "pages": 1, "page": {}}, model_pages=VLM.load(model).pages)
     assert ds.config == SynthConfig(**pages) and ds.config.width == 128  # what run uses with this model
+
+
+def test_train_average_ships_the_mean_of_the_last_checkpoints(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    r = _cli("train", *SPEC, "train.steps=4", "train.ckpt_every=2", "train.average=2", "train.pages_per_step=2",
+             "train.threads=1", "train.warmup=1", "train.grounding.vision_warmup=0", STAGE, f"out={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    ck = tmp_path / "checkpoints"
+    s2, s4 = load_file(ck / "step-2" / "model.safetensors"), load_file(ck / "step-4" / "model.safetensors")
+    avg = load_file(tmp_path / "model" / "model.safetensors")
+    last = load_file(tmp_path / "model_last" / "model.safetensors")
+    for k in avg:
+        torch.testing.assert_close(last[k], s4[k])
+        torch.testing.assert_close(avg[k], ((s2[k].double() + s4[k].double()) / 2).to(avg[k].dtype))

@@ -68,7 +68,13 @@ def main(cfg, out: RunOutput) -> dict:
     history = trainer.fit()
     if trainer.rank != 0:
         return None
-    vlm.save(out.dir / "model")
+    if tcfg.average > 0:
+        from treedec.training.average import average_checkpoints
+
+        vlm.save(out.dir / "model_last")
+        average_checkpoints(trainer.kept()[-tcfg.average:], out.dir / "model")
+    else:
+        vlm.save(out.dir / "model")
     plot_history(history, out.dir / "loss.png")
     (out.dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     last = history[-20:]

@@ -43,6 +43,9 @@ class TrainConfig:
     min_lr: float = 1e-4
     warmup: int = 200
     restart: int = 0  # > 0: warmup and cosine decay start again at this step (a warm restart)
+    # > 0: keep every checkpoint's weights (checkpoints/step-N) and write the mean of the last `average`
+    # of them as the run's model (treedec/training/average.py); the last weights go to model_last
+    average: int = 0
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     bf16: bool = True
@@ -59,6 +62,8 @@ class TrainConfig:
         self.strategies = list(self.strategies)
         if not self.strategies:
             raise UserError("train.strategies must name at least one strategy")
+        if self.average < 0:
+            raise UserError(f"train.average must be 0 (off) or a number of checkpoints, got {self.average}")
         if not 0 <= self.restart < self.steps:
             raise UserError(f"train.restart must be 0 (none) or a step below train.steps={self.steps}, got {self.restart}")
         if self.attention not in ("tree", "dense"):
@@ -303,6 +308,12 @@ class Trainer:
 
             shutil.rmtree(self.ckpt_dir)
         tmp.rename(self.ckpt_dir)
+        if self.cfg.average > 0:
+            self.vlm.save(self.out / "checkpoints" / f"step-{self.step}")
+
+    def kept(self) -> list[Path]:
+        """The weights kept at every checkpoint (`average` > 0), oldest first."""
+        return sorted((self.out / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
 
     def resume(self) -> bool:
         state_path = self.ckpt_dir / "trainer_state.pt"
