@@ -150,7 +150,7 @@ def main() -> None:
     from dataclasses import asdict
 
     out.write_text(json.dumps({"drafter": cfg.tag(), "config": asdict(cfg), "synthetic_seed": args.seed,
-                               "synthetic_page": {"size": [w, h], "cell": [cw, ch]},
+                               "synthetic_page": {"size": [page["width"], page["height"]], "cell": list(page["cell"])},
                                "sets": {r["set"]: r for r in results}}, indent=1, default=str), encoding="utf-8")
     print(f"\nwrote {out}")
 

@@ -162,7 +162,7 @@ def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cac
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
               w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-              relaxed_threshold: float | None = None, draft_len: str = "adaptive",
+              relaxed_threshold: float | None = None, draft_len: str = "fixed",
               stage2_drafts: str = "both", fuzzy: int = 4, snap: bool = True, layout: str = "lines") -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
     return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
