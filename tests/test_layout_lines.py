@@ -13,9 +13,7 @@ from engine_helpers import TOK
 
 
 def lines(layout: str, grid: int | None = None, page: Page | None = None) -> LayoutLines:
-    comma, open_, close = (TOK.encode(c)[0] for c in ",[]")
-    values = grid_values(TOK, page, grid) if grid else None
-    return LayoutLines(TOK.encode(layout), TOK.block_id, TOK.eos_id, comma, open_, close, values)
+    return LayoutLines.of(TOK.encode(layout), TOK, grid_values(TOK, page, grid) if grid else None)
 
 
 def texts(d: LayoutLines, typed: str, depth: int = 40) -> list[str]:

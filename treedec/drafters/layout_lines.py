@@ -24,7 +24,7 @@ class LayoutLines:
 
     def __init__(self, layout: list[int], block_id: int, eos_id: int, comma_id: int, open_id: int, close_id: int,
                  grid_values: list[list[tuple[int, ...]]] | None = None):
-        self.block, self.eos, self.comma, self.open, self.close = block_id, eos_id, comma_id, open_id, close_id
+        self.block, self.comma, self.open, self.close = block_id, comma_id, open_id, close_id
         self.grid_values = grid_values or [[] for _ in range(4)]
         self.lines: list[list[int]] = []
         for t in layout:
@@ -41,6 +41,12 @@ class LayoutLines:
             for k, v in enumerate(p[1] if p else []):
                 if k < 4 and tuple(v) not in self.values[k]:
                     self.values[k].append(tuple(v))
+
+    @classmethod
+    def of(cls, layout: list[int], tok, grid_values: list[list[tuple[int, ...]]] | None = None) -> "LayoutLines":
+        """`layout` (token ids of a layout stream, or of a flat stream) with `tok`'s control ids."""
+        comma, open_, close = (tok.encode(c)[0] for c in ",[]")
+        return cls(layout, tok.block_id, tok.eos_id, comma, open_, close, grid_values)
 
     def _fields(self, line: list[int]):
         """(head `<BLOCK><|cat|>[`, fields, tail `]...`) of a line with a box, else None.
@@ -59,13 +65,13 @@ class LayoutLines:
 
     def candidates(self, own: list[int], max_depth: int) -> list[list[int]]:
         """Continuations of a stream that has produced `own`, most plausible first."""
-        start = max((i for i, t in enumerate(own) if t == self.block), default=None)
-        if start is None:
+        blocks = [i for i, t in enumerate(own) if t == self.block]
+        if not blocks:
             return [self._after(i - 1, max_depth) for i in range(len(self.lines))] if not own else []
+        start = blocks[-1]
         cur = own[start:]
         typed = self._fields(cur)
         # the draft line expected next: after the one the previous line equals, else by count
-        blocks = [i for i, t in enumerate(own) if t == self.block]
         expected = len(blocks) - 1
         if len(blocks) > 1 and (prev := own[blocks[-2]:start]) in self.lines:
             expected = self.lines.index(prev) + 1

@@ -52,15 +52,13 @@ def grid_values(tok: Tokenizer, page: Page, grid: int) -> list[list[tuple[int, .
 
 
 class _PageSeqs:
-    """Token sequences of one draft page (`grid`: the model's patch grid on it, or None)."""
+    """Token sequences of one draft page: `root`, the form's root stream (the flat form, or
+    the tree form's layout), as a sequence and, for `layout=lines`, as `lines` (`grid`: the
+    model's patch grid on the page, or None)."""
 
-    def __init__(self, page: Page, tok: Tokenizer, grid: int | None = None):
-        self.flat = tok.encode(page_to_flat(page))
-        self.layout = tok.encode(page_to_tree(page).layout)
-        comma, open_, close = (tok.encode(c)[0] for c in ",[]")
-        values = grid_values(tok, page, grid) if grid else None
-        self.lines = LayoutLines(self.layout, tok.block_id, tok.eos_id, comma, open_, close, values)
-        self.flat_lines = LayoutLines(self.flat, tok.block_id, tok.eos_id, comma, open_, close, values)
+    def __init__(self, page: Page, tok: Tokenizer, form: str, lines: bool, grid: int | None = None):
+        self.root = tok.encode(page_to_flat(page) if form == "flat" else page_to_tree(page).layout)
+        self.lines = LayoutLines.of(self.root, tok, grid_values(tok, page, grid) if grid else None) if lines else None
         self.regions = []  # (box in 0-1000 ints, branch tokens <CHILD>content<eos>)
         for b in page.reading_order():
             box = tuple(int(v) for v in _BOX.match(box_to_text(b.bbox, page.width, page.height)).groups())
@@ -90,8 +88,9 @@ class PageDraftDrafter:
             if name not in self.pages:
                 return []
             pages = self.pages[name]
-            grid = self.grids.get(name)
-            self._seqs[name] = [_PageSeqs(p, self.tok, grid) for p in (pages if isinstance(pages, list) else [pages])]
+            grid, lines = self.grids.get(name), self.layout == "lines"
+            self._seqs[name] = [_PageSeqs(p, self.tok, self.form, lines, grid)
+                                for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
 
     def propose(self, graph: DecodingGraph, sid: int, sample) -> DraftTree | None:
@@ -102,11 +101,10 @@ class PageDraftDrafter:
         if s.parent is None:  # the root: the flat form, or the layout stream of the tree form
             own = s.tokens[s.prompt_len:]
             if self.layout == "lines":
-                tree = layout_tree(own, [a.lines if self.form == "tree" else a.flat_lines for a in alternatives],
-                                   self.matcher.max_depth, self.matcher.max_nodes)
+                tree = layout_tree(own, [a.lines for a in alternatives], self.matcher.max_depth, self.matcher.max_nodes)
                 if tree is not None:
                     return tree
-            drafts = [a.layout if self.form == "tree" else a.flat for a in alternatives]
+            drafts = [a.root for a in alternatives]
         else:
             own, box = s.tokens, self._box(graph, sid)  # a branch: <CHILD> + its tokens
             drafts = [r for a in alternatives if (r := self._region(box, a)) is not None] if box else []

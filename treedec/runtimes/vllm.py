@@ -441,10 +441,10 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
     to refine the drafts) is skipped here. Returns per-page figures, as `prepare` does."""
     import logging
 
-    from treedec.strategies.hsd import model_drafts
+    from treedec.strategies.hsd import model_drafts, model_grids
 
     prep, drafter = strategy.prepare, _page_drafter(strategy)
-    pages = model_drafts(vlm, samples, prep.source, prep.cache_dir, prep.snap)
+    pages = model_drafts(samples, prep.source, prep.cache_dir, model_grids(vlm, samples, prep.snap))
     if drafter is not strategy.drafter:
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "
@@ -453,7 +453,7 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: fuzzy draft matching is the embedded engine's; vLLM's proposer matches exactly",
             strategy.name)
-    if getattr(drafter, "layout", "ngram") == "lines":
+    if drafter.layout == "lines":
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: layout=lines (drafting the root stream line by line) is the embedded engine's; "
             "vLLM's proposer matches it n-gram-wise", strategy.name)

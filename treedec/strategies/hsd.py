@@ -54,7 +54,8 @@ class TwoStages:
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
 
-        drafted = pages = model_drafts(vlm, samples, self.source, self.cache_dir, self.snap)
+        grids = model_grids(vlm, samples, self.snap)
+        drafted = pages = model_drafts(samples, self.source, self.cache_dir, grids)
         figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
@@ -63,7 +64,7 @@ class TwoStages:
                 page = pages.get(s.name)
                 if page is None or s.image is None:
                     continue
-                grid = model_grid(vlm, s.image) if self.snap else None
+                grid = grids.get(s.name)
                 for k, b in enumerate(page.reading_order()):
                     if b.category in CROP_CATEGORIES and b.content:
                         jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, stage1_crop(s.image, b.bbox, grid))))
@@ -79,20 +80,22 @@ class TwoStages:
                 f["stage1_crops"] += 1
             if self.stage2_drafts == "both":
                 pages = {n: [p, drafted[n]] for n, p in pages.items()}
-        self.drafter.pages, self.drafter._seqs = pages, {}
-        self.drafter.grids = {s.name: g for s in samples if self.snap and s.image is not None
-                              and (g := model_grid(vlm, s.image))}
+        self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
         return figures
 
 
-def model_drafts(vlm, samples: list[Sample], source: str, cache_dir: str | None, snap: bool) -> dict:
-    """Every sample's draft page (`_draft_pages`); with `snap`, a pipeline draft's boxes on
-    the model's patch grid wherever the model sees the page unscaled (`VLM.page_grid`)."""
+def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int]) -> dict:
+    """Every sample's draft page (`_draft_pages`); a pipeline draft's boxes moved onto the
+    model's patch grid of its page, where `grids` (`model_grids`) has one."""
     pages = _draft_pages(samples, source, cache_dir)
-    if snap and source == "pipeline":
-        grids = {s.name: model_grid(vlm, s.image) for s in samples}
-        pages = {n: on_grid(p, grids[n]) if grids.get(n) else p for n, p in pages.items()}
+    if source == "pipeline":
+        pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
+
+
+def model_grids(vlm, samples: list[Sample], snap: bool) -> dict[str, int]:
+    """With `snap`, each sample's model patch grid (`model_grid`), where it has one."""
+    return {s.name: g for s in samples if (g := model_grid(vlm, s.image))} if snap else {}
 
 
 def model_grid(vlm, image) -> int | None:
