@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from treedec.errors import UserError
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.training.trainer import TrainConfig, Trainer
 
@@ -188,3 +189,59 @@ def test_crops_cut_on_the_patch_grid_keep_the_pages_pixels_per_patch():
     assert edge.shape == (20, 36, 3)
     assert (edge[:2] == 255).all() and (edge[:, :2] == 255).all()  # white beyond the page
     assert np.array_equal(edge[2:, 2:], np.asarray(page)[:18, :34])
+
+
+def test_misread_regions_are_input_only_and_the_rest_of_the_page_keeps_its_labels(tmp_path):
+    """Flat-form exposure-bias training: a misread region's content is replaced and takes no
+    loss; everything else (the next block's layout above all) is the page's own target."""
+    import random
+
+    from treedec.data.synth import SynthConfig, generate_page
+    from treedec.serialize import parse_flat
+    from treedec.strategies.base import STRATEGIES
+    from treedec.training.examples import misread, page_example
+    from treedec.training.packing import IGNORE, pack
+
+    vlm = VLM.tiny(SPEC, seed=0)
+    tok = vlm.tokenizer
+    seq, padoc = STRATEGIES.get("sequential")(tok), STRATEGIES.get("padoc")(tok)
+    cfg = SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(3, 4),
+                      kinds={"text_block": 0.5, "equation_isolated": 0.5})
+    sample = next(s for s in (generate_page(k, cfg) for k in range(50))
+                  if any(b.category == "equation_isolated" for b in s.page.blocks[:-1])
+                  and any(b.category == "text_block" for b in s.page.blocks))
+    plain = page_example(sample, vlm, seq)
+    wrong = misread(plain, tok, random.Random(0), 1.0, ["equation_isolated"])
+    assert misread(plain, tok, random.Random(0), 0.0, ["equation_isolated"]) is plain
+    assert misread(page_example(sample, vlm, padoc), tok, random.Random(0), 1.0, ["equation_isolated"]).no_loss == set()
+    n_prompt = plain.graph[0].prompt_len
+    truth = parse_flat(tok.decode(plain.graph[0].tokens[n_prompt:])).page.blocks
+    read = parse_flat(tok.decode(wrong.graph[0].tokens[n_prompt:])).page.blocks
+    assert [(b.category, b.bbox) for b in read] == [(b.category, b.bbox) for b in truth]  # same layout
+    for a, b in zip(truth, read):  # equations misread, everything else as it was
+        assert (a.content != b.content) == (a.category == "equation_isolated")
+    toks = wrong.graph[0].tokens
+    no_loss = sorted(i for _, i in wrong.no_loss)
+    assert no_loss and all(toks[i] not in (tok.block_id, tok.child_id, tok.eos_id) for i in no_loss)
+    for i in no_loss:  # exactly the misread contents: each span sits between <CHILD> and <BLOCK>/<eos>
+        assert (0, i - 1) in wrong.no_loss or toks[i - 1] == tok.child_id
+        assert (0, i + 1) in wrong.no_loss or toks[i + 1] in (tok.block_id, tok.eos_id)
+    packed = pack([wrong.graph], [wrong.no_loss])
+    labels = packed.labels.tolist()
+    for i in range(n_prompt, len(toks)):  # label i-1 predicts token i
+        assert (labels[i - 1] == IGNORE) == (i in no_loss)
+        if i not in no_loss:
+            assert labels[i - 1] == toks[i]
+    # the trainer: flat examples lose their equations' labels, tree examples keep all of theirs
+    stages = [{"page": {**PAGE, "regions": [3, 4], "kinds": {"equation_isolated": 1.0}}}]
+    base = Trainer(VLM.tiny(SPEC, seed=0), _cfg(stages=stages, crops_per_page=0), tmp_path / "a")
+    mis = Trainer(VLM.tiny(SPEC, seed=0), _cfg(stages=stages, crops_per_page=0, misread=1.0), tmp_path / "b")
+    (pa, *_), (pb, *_) = base.batch(0), mis.batch(0)  # example 0 is sequential, example 1 padoc
+    seg_a, seg_b = pa.tree.segments, pb.tree.segments
+    flat_a, flat_b = pa.labels[:seg_a[0].length], pb.labels[:seg_b[0].length]
+    assert int((flat_b != IGNORE).sum()) < int((flat_a != IGNORE).sum())
+    assert torch.equal(pa.labels[seg_a[1].start:], pb.labels[seg_b[1].start:])
+    with pytest.raises(UserError):
+        _cfg(misread=1.5)
+    with pytest.raises(UserError):
+        _cfg(misread_categories=["nope"])

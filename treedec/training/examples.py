@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PIL import Image
 
 from treedec.data.synth import Sample
+from treedec.data.synth.content import formula
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM
 from treedec.strategies.base import Strategy
+from treedec.serialize import category_token
 from treedec.training.packing import flat_graph
 
 CROP_CATEGORIES = frozenset({"title", "text_block", "table", "table_caption", "figure_caption", "header", "footer",
@@ -23,11 +25,65 @@ CROP_CATEGORIES = frozenset({"title", "text_block", "table", "table_caption", "f
 class Example:
     graph: DecodingGraph
     image: Image.Image
+    # (stream, token index) pairs that are inputs only: no label predicts them (and no grounding target)
+    no_loss: frozenset[tuple[int, int]] = frozenset()
 
 
 def page_example(sample: Sample, vlm: VLM, strategy: Strategy) -> Example:
     """The whole page as the strategy's ground-truth graph (one packed tree per page)."""
     return Example(strategy.target(sample.page, vlm.tokenizer, vlm.prompt_ids(strategy.mode)), sample.image)
+
+
+def _misread_content(content: list[int], category: str, tok, rng: random.Random) -> list[int]:
+    """What a wrong read of a region looks like: another formula for a formula (the tiny
+    model's misreads are fluent formulas of the wrong symbols), else the same tokens with
+    about a third of them swapped for others of the region and the length moved by a few."""
+    if category == "equation_isolated":
+        return tok.encode(formula(rng))
+    out = [rng.choice(content) if rng.random() < 0.33 else t for t in content]
+    cut = rng.randint(-3, 3)
+    return out[:cut] if cut < 0 else out + [rng.choice(content) for _ in range(cut)]
+
+
+def misread(example: Example, tok, rng: random.Random, prob: float, categories) -> Example:
+    """Training against exposure bias in the flat form, where one badly read region used to
+    derail the rest of the page (a sequential parser reads every later block after its own
+    misread formula). Each region of `categories` is, with probability `prob`, given wrong
+    content (`_misread_content`) that is input only (`no_loss`); the tokens after it (the
+    next block's layout, or `<eos>`) keep their labels, so the model learns to go on with
+    the page after a misread. Examples of more than one stream (trees: a branch's misread
+    never reaches the layout) are returned unchanged."""
+    g = example.graph
+    if prob <= 0 or len(g) != 1:
+        return example
+    cat_of = {tok.vocab[category_token(c)]: c for c in categories}
+    tokens, s = [], g[0]
+    no_loss = set()
+    i, n = 0, len(s.tokens)
+    category = None
+    while i < n:
+        t = s.tokens[i]
+        if t == tok.block_id and i + 1 < n:
+            category = cat_of.get(s.tokens[i + 1])
+        tokens.append(t)
+        i += 1
+        if t == tok.child_id and i >= s.prompt_len and category is not None:
+            end = i
+            while end < n and s.tokens[end] not in (tok.block_id, tok.eos_id):
+                end += 1
+            content = s.tokens[i:end]
+            if content and rng.random() < prob:
+                wrong = _misread_content(content, category, tok, rng)
+                no_loss.update(range(len(tokens), len(tokens) + len(wrong)))
+                tokens += wrong
+                i = end
+    if not no_loss:
+        return example
+    out = DecodingGraph()
+    out.root(tokens[:s.prompt_len], label=s.label)
+    out.append(0, tokens[s.prompt_len:])
+    out.finish(0)
+    return replace(example, graph=out, no_loss=frozenset((0, j) for j in no_loss))
 
 
 def crop_image(image: Image.Image, bbox, pad: int = 2, grid: int | None = None) -> Image.Image:

@@ -29,12 +29,14 @@ class Packed:
         return int((self.labels != IGNORE).sum())
 
 
-def pack(graphs: list[DecodingGraph]) -> Packed:
+def pack(graphs: list[DecodingGraph], no_loss: list | None = None) -> Packed:
+    """`no_loss[g]`: (stream, token index) pairs of graph `g` that no label predicts."""
     ids: list[int] = []
     pos: list[int] = []
     labels: list[int] = []
     segments: list[Segment] = []
-    for g in graphs:
+    for gi, g in enumerate(graphs):
+        skip = no_loss[gi] if no_loss else ()
         index: dict[int, int] = {}  # stream id -> segment index
         for s in g.streams:  # parents come before their children
             if len(s.tokens) < 2:
@@ -49,7 +51,8 @@ def pack(graphs: list[DecodingGraph]) -> Packed:
             segments.append(Segment(len(ids), n, tuple(prefix)))
             ids += s.tokens[:-1]
             pos += range(s.start_pos, s.start_pos + n)
-            labels += [t if i + 1 >= s.prompt_len else IGNORE for i, t in enumerate(s.tokens[1:])]
+            labels += [t if i + 1 >= s.prompt_len and (s.id, i + 1) not in skip else IGNORE
+                       for i, t in enumerate(s.tokens[1:])]
     return Packed(torch.tensor(ids), torch.tensor(pos), torch.tensor(labels), TreeLayout(tuple(segments)))
 
 

@@ -25,8 +25,9 @@ from treedec.data.synth import SynthConfig, generate_page
 from treedec.errors import UserError
 from treedec.models.attention import register
 from treedec.models.vlm import VLM, pixels
+from treedec.page import CATEGORIES
 from treedec.strategies.base import STRATEGIES
-from treedec.training.examples import crop_examples, page_example
+from treedec.training.examples import crop_examples, misread, page_example
 from treedec.training.grounding import GroundingConfig, Steer, Targets, content_rows, image_labels
 from treedec.training.packing import IGNORE, pack
 from treedec.training.schedule import lr_at, stage_at
@@ -39,6 +40,10 @@ class TrainConfig:
     strategies: list[str] = field(default_factory=lambda: ["sequential", "padoc"])
     crops_per_page: int = 1
     crop_jitter: float = 0.0  # crop box sides moved by up to this share of a grid cell, then snapped (crop_examples)
+    # flat-form examples: each region of these kinds gets, with this probability, wrong content that is
+    # input only, so the model learns to go on with the page after a misread (examples.misread)
+    misread: float = 0.0
+    misread_categories: list[str] = field(default_factory=lambda: ["equation_isolated", "table"])
     lr: float = 1e-3
     min_lr: float = 1e-4
     warmup: int = 200
@@ -64,6 +69,12 @@ class TrainConfig:
             raise UserError("train.strategies must name at least one strategy")
         if self.average < 0:
             raise UserError(f"train.average must be 0 (off) or a number of checkpoints, got {self.average}")
+        if not 0 <= self.misread <= 1:
+            raise UserError(f"train.misread is a probability, got {self.misread}")
+        self.misread_categories = list(self.misread_categories)
+        unknown = sorted(set(self.misread_categories) - set(CATEGORIES))
+        if unknown:
+            raise UserError(f"train.misread_categories: unknown categories {unknown}; choose from {', '.join(CATEGORIES)}")
         if not 0 <= self.restart < self.steps:
             raise UserError(f"train.restart must be 0 (none) or a step below train.steps={self.steps}, got {self.restart}")
         if self.attention not in ("tree", "dense"):
@@ -159,9 +170,13 @@ class Trainer:
                 continue
             sample = generate_page(seed, page_cfg)
             grounded[len(examples)] = sample
-            examples.append(page_example(sample, self.vlm, self.strategies[(step + i) % len(self.strategies)]))
+            ex = page_example(sample, self.vlm, self.strategies[(step + i) % len(self.strategies)])
+            if cfg.misread > 0:
+                ex = misread(ex, self.vlm.tokenizer, random.Random(f"misread-{seed}"), cfg.misread,
+                             cfg.misread_categories)
+            examples.append(ex)
             examples += crop_examples(sample, self.vlm, random.Random(seed), cfg.crops_per_page, cfg.crop_jitter)
-        packed = pack([e.graph for e in examples])
+        packed = pack([e.graph for e in examples], [e.no_loss for e in examples])
         targets = self._targets(examples, grounded, packed, page_cfg) if self.heads is not None else None
         return packed, pixels([e.image for e in examples], self.vlm.spec.image_size), len(examples), targets
 
@@ -180,6 +195,8 @@ class Trainer:
                 first_image = g[0].tokens.index(tok.image_id)
                 image_at = packed.tree.segments[seg].start + first_image
                 for sid, i, block, j in content_rows(g, tok):
+                    if (sid, i) in ex.no_loss:
+                        continue
                     cells = sample.cells.get(block)
                     if cells is None or j >= len(cells) or cells[j] is None:
                         continue
