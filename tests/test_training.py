@@ -245,3 +245,21 @@ def test_misread_regions_are_input_only_and_the_rest_of_the_page_keeps_its_label
         _cfg(misread=1.5)
     with pytest.raises(UserError):
         _cfg(misread_categories=["nope"])
+
+
+def test_device_setting_is_checked():
+    with pytest.raises(UserError, match="train.device"):
+        _cfg(device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="no CUDA device"):
+            _cfg(device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda_matches_cpu(tmp_path):
+    """The same steps on a GPU and on the CPU (fp32, tree-varlen attention, grounding off)."""
+    a = Trainer(VLM.tiny(SPEC, seed=1), _cfg(steps=2, device="cpu"), tmp_path / "cpu")
+    b = Trainer(VLM.tiny(SPEC, seed=1), _cfg(steps=2, device="cuda"), tmp_path / "cuda")
+    ha, hb = a.fit(progress=False), b.fit(progress=False)
+    assert abs(ha[-1]["loss"] - hb[-1]["loss"]) < 1e-3
+    assert torch.allclose(_params(a.model), _params(b.model).cpu(), atol=1e-4)

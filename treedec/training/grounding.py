@@ -67,14 +67,14 @@ def visible_rows(tree: TreeLayout, rows: torch.Tensor) -> torch.Tensor:
     L = tree.total
     out = torch.zeros(len(rows), L, dtype=torch.bool)
     starts = torch.tensor([s.start for s in tree.segments])
-    seg_of = torch.searchsorted(starts, rows, right=True) - 1
+    seg_of = torch.searchsorted(starts, rows.cpu(), right=True) - 1
     for i, (r, si) in enumerate(zip(rows.tolist(), seg_of.tolist())):
         seg = tree.segments[si]
         out[i, seg.start:r + 1] = True
         for a, end in seg.prefix:
             anc = tree.segments[a]
             out[i, anc.start:anc.start + end] = True
-    return out
+    return out.to(rows.device)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ class TrainConfig:
     log_every: int = 10
     stages: list[dict[str, Any]] = field(default_factory=lambda: [{"page": {}}])
     threads: int = 2
+    device: str = "auto"  # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
     start_step: int = 0  # continue a schedule from weights alone (model.path=...), e.g. without its optimizer state
     grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
 
@@ -77,6 +79,10 @@ class TrainConfig:
             raise UserError(f"train.misread_categories: unknown categories {unknown}; choose from {', '.join(CATEGORIES)}")
         if not 0 <= self.restart < self.steps:
             raise UserError(f"train.restart must be 0 (none) or a step below train.steps={self.steps}, got {self.restart}")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise UserError(f"train.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise UserError(f"train.device={self.device} but torch sees no CUDA device (torch {torch.__version__})")
         if self.attention not in ("tree", "dense"):
             raise UserError(f"train.attention must be tree or dense, got {self.attention!r}")
         if isinstance(self.grounding, dict):
@@ -106,12 +112,22 @@ def _rss_mb() -> float | None:
         return None
 
 
-def _dist() -> tuple[int, int]:
+def _device(name: str, world: int) -> torch.device:
+    """The training device: `auto` is cuda when available; under torchrun each rank takes the
+    GPU of its LOCAL_RANK."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and world > 1:
+        name = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return torch.device(name)
+
+
+def _dist(device: str) -> tuple[int, int]:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            dist.init_process_group("gloo" if not torch.cuda.is_available() else "nccl")
+            dist.init_process_group("nccl" if _device(device, 1).type == "cuda" else "gloo")
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
@@ -119,14 +135,18 @@ def _dist() -> tuple[int, int]:
 class Trainer:
     def __init__(self, vlm: VLM, cfg: TrainConfig, out: Path, log=None):
         self.vlm, self.cfg, self.out = vlm, cfg, Path(out)
-        self.rank, self.world = _dist()
+        self.rank, self.world = _dist(cfg.device)
         self.log = log
         torch.manual_seed(cfg.seed)
         if cfg.attention == "tree":
             vlm.model.model.text_model.config._attn_implementation = register()
-        self.model = vlm.model.train()
+        self.device = _device(cfg.device, self.world)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.model = vlm.model.to(self.device).train()
         if self.world > 1:
-            self.model = torch.nn.parallel.DistributedDataParallel(self.model)
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         decay = [p for n, p in vlm.model.named_parameters() if p.ndim >= 2]
         no_decay = [p for n, p in vlm.model.named_parameters() if p.ndim < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -140,7 +160,8 @@ class Trainer:
             if vlm.spec.scale_factor != 1:
                 raise UserError("train.grounding needs model.spec.scale_factor=1 (one image token per glyph cell)")
             hidden, vocab = vlm.model.config.text_config.hidden_size, vlm.model.config.text_config.vocab_size
-            self.heads = torch.nn.ModuleDict({"glyph": torch.nn.Linear(hidden, vocab), "pred": torch.nn.Linear(hidden, vocab)})
+            self.heads = torch.nn.ModuleDict({"glyph": torch.nn.Linear(hidden, vocab),
+                                              "pred": torch.nn.Linear(hidden, vocab)}).to(self.device)
             self.opt.add_param_group({"params": list(self.heads.parameters()), "weight_decay": 0.0})
             self._feats: list[torch.Tensor] = []
             self._hook = vlm.model.model.connector.register_forward_hook(lambda m, i, o: self._feats.append(o))
@@ -223,7 +244,7 @@ class Trainer:
         g = self.cfg.grounding
         feats = self._feats.pop().float().reshape(len(targets.glyph), self.grid * self.grid, -1)
         self._feats.clear()
-        glyph, pred = torch.stack(targets.glyph), torch.stack(targets.pred)
+        glyph, pred = torch.stack(targets.glyph).to(self.device), torch.stack(targets.pred).to(self.device)
         lg = F.cross_entropy(self.heads["glyph"](feats).flatten(0, 1), glyph.flatten(), ignore_index=-100)
         lp = F.cross_entropy(self.heads["pred"](feats).flatten(0, 1), pred.flatten(), ignore_index=-100)
         total = g.glyph * (lg + lp)
@@ -234,30 +255,33 @@ class Trainer:
             d = attn.head_dim
             w = attn.o_proj.weight[:, g.head * d:(g.head + 1) * d].float()
             readout = self.vlm.model.lm_head(text.norm(steer.head_out @ w.T)).float()
-            chars = torch.tensor(targets.chars)
+            chars = torch.tensor(targets.chars, device=self.device)
             ls, lr = -steer.logp.mean(), F.cross_entropy(readout, chars)
             total = total + g.steer * ls + g.readout * lr
             stats.update(steer_p=steer.logp.exp().mean().item(), readout_acc=(readout.argmax(-1) == chars).float().mean().item())
         return total * n_tok, stats
 
     def loss(self, packed, px, targets: Targets | None = None) -> tuple[torch.Tensor, int, int]:
-        kw = dict(input_ids=packed.ids[None], position_ids=packed.positions[None], pixel_values=px)
+        dev = self.device
+        kw = dict(input_ids=packed.ids[None].to(dev), position_ids=packed.positions[None].to(dev),
+                  pixel_values=px.to(dev))
         steer = None
         if self.cfg.attention == "tree":
             kw["tree"] = packed.tree
             if targets is not None and targets.rows:
                 g = self.cfg.grounding
-                steer = Steer(g.layer, g.head, torch.tensor(targets.rows), torch.tensor(targets.keys))
+                steer = Steer(g.layer, g.head, torch.tensor(targets.rows, device=dev), torch.tensor(targets.keys, device=dev))
                 kw["steer"] = steer
         else:
             dense = packed.tree.dense_mask()
-            kw["attention_mask"] = torch.zeros(dense.shape).masked_fill(~dense, float("-inf"))[None, None]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            kw["attention_mask"] = torch.zeros(dense.shape).masked_fill(~dense, float("-inf"))[None, None].to(dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
             logits = self.model(**kw).logits[0]
         logits = logits.float()
-        mask = packed.labels != IGNORE
-        loss_sum = F.cross_entropy(logits[mask], packed.labels[mask], reduction="sum")
-        correct = int((logits[mask].argmax(-1) == packed.labels[mask]).sum())
+        labels = packed.labels.to(dev)
+        mask = labels != IGNORE
+        loss_sum = F.cross_entropy(logits[mask], labels[mask], reduction="sum")
+        correct = int((logits[mask].argmax(-1) == labels[mask]).sum())
         self.aux_stats = {}
         self._lm_sum = loss_sum.item()
         if targets is not None:
@@ -267,8 +291,8 @@ class Trainer:
 
     def vision_loss(self, px, targets: Targets) -> tuple[torch.Tensor, int, int]:
         """Warm-up: glyph + predecessor losses through the vision tower only."""
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            self.vlm.model.model.get_image_features(px)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            self.vlm.model.model.get_image_features(px.to(self.device))
         aux, self.aux_stats = self.grounding_loss(targets, None, 1)
         self._lm_sum = 0.0
         return aux, 1, 0
@@ -284,7 +308,7 @@ class Trainer:
             loss_sum, n_tok, correct = self.vision_loss(px, targets)
         else:
             loss_sum, n_tok, correct = self.loss(packed, px, targets)
-        total = torch.tensor([n_tok, correct], dtype=torch.float64)
+        total = torch.tensor([n_tok, correct], dtype=torch.float64, device=self.device)
         if self.world > 1:
             import torch.distributed as dist
 
@@ -296,7 +320,7 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.step += 1
-        loss_val = torch.tensor([self._lm_sum], dtype=torch.float64)  # the LM loss alone, comparable across runs
+        loss_val = torch.tensor([self._lm_sum], dtype=torch.float64, device=self.device)  # the LM loss alone, comparable across runs
         if self.world > 1:
             import torch.distributed as dist
 
@@ -339,7 +363,7 @@ class Trainer:
         loaded = VLM.load(self.ckpt_dir)
         self.vlm.model.load_state_dict(loaded.model.state_dict())
         try:
-            state = torch.load(state_path, weights_only=False)
+            state = torch.load(state_path, weights_only=False, map_location="cpu")
             if self.heads is not None and state.get("heads"):
                 self.heads.load_state_dict(state["heads"])
             self.opt.load_state_dict(state["opt"])
