@@ -7,13 +7,14 @@ set -euo pipefail
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 PAGES=${PAGES:-100}
 $PY -m treedec run strategy=padoc compare=sequential data.pages=$PAGES out=runs/model-quality
+$PY -m treedec run strategy=padoc compare=sequential data.pages=500 out=runs/model-quality-500  # the same, 500 pages (less noise)
 $PY experiments/bench_engine.py --pages 32 --concurrency 1 4 16 64 --strategies sequential padoc --out runs/bench_engine
 $PY experiments/draft_quality.py --model shipped --pages 32 --no-real --out runs/draft_quality_model.json
 $PY experiments/stage1_quality.py --model shipped --pages 32 --out runs/stage1_quality.json
 $PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequential padoc hsd padoc_hsd hsd:stage1=false \
   padoc_hsd:stage1=false padoc_hsd:stage1=false,draft_len=adaptive padoc_hsd:stage1=false,layout=ngram \
   padoc_hsd:stage1=false,fuzzy=0 padoc_hsd:stage1=false,snap=false hsd:stage2_drafts=stage1,fuzzy=0 \
-  hsd:drafts=oracle padoc_hsd:drafts=oracle padoc_hsd:drafts=oracle,stage1=false --out runs/bench_hsd_s5
+  hsd:drafts=oracle padoc_hsd:drafts=oracle padoc_hsd:drafts=oracle,stage1=false --out runs/bench_hsd
 # the oracle (model-free) depth of the same page distribution, for the steps ratio's ceiling
 $PY -m treedec depth data.pages=$PAGES data.page.width=256 data.page.height=256 'data.page.cell=[16,16]' data.page.margin=1 \
   'data.page.regions=[1,4]' data.page.text_mode=mixed 'data.page.para_words=[1,10]' data.page.wrap=hard \
@@ -21,7 +22,7 @@ $PY -m treedec depth data.pages=$PAGES data.page.width=256 data.page.height=256 
   'data.page.table_rows=[2,3]' 'data.page.table_cols=[2,3]' data.page.furniture_prob=0.4 out=runs/depth-model-pages
 $PY experiments/bench_engine.py --pages 16 --concurrency 1 --strategies sequential padoc hsd:drafts=oracle \
   padoc_hsd:drafts=oracle padoc_hsd:drafts=oracle,stage1=false hsd:stage1=false padoc_hsd:stage1=false \
-  padoc_hsd:stage1=false,draft_len=adaptive padoc_hsd --out runs/bench_hsd_c1_s5
+  padoc_hsd:stage1=false,draft_len=adaptive padoc_hsd --out runs/bench_hsd_c1
 # both runtimes on the same pages (needs the vllm extra: scripts/install_vllm.sh)
 $PY -m treedec run runtime=vllm strategy=padoc compare=sequential data.pages=32 out=runs/vllm-model || echo "(vLLM not installed: skipped)"
 $PY -m treedec run strategy=padoc compare=sequential data.pages=32 out=runs/embedded-model
