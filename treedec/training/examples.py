@@ -13,8 +13,8 @@ from treedec.data.synth import Sample
 from treedec.data.synth.content import formula
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM
-from treedec.strategies.base import Strategy
 from treedec.serialize import category_token
+from treedec.strategies.base import Strategy
 from treedec.training.packing import flat_graph
 
 CROP_CATEGORIES = frozenset({"title", "text_block", "table", "table_caption", "figure_caption", "header", "footer",
@@ -79,11 +79,8 @@ def misread(example: Example, tok, rng: random.Random, prob: float, categories) 
                 i = end
     if not no_loss:
         return example
-    out = DecodingGraph()
-    out.root(tokens[:s.prompt_len], label=s.label)
-    out.append(0, tokens[s.prompt_len:])
-    out.finish(0)
-    return replace(example, graph=out, no_loss=frozenset((0, j) for j in no_loss))
+    return replace(example, graph=flat_graph(tokens[:s.prompt_len], tokens[s.prompt_len:]),
+                   no_loss=frozenset((0, j) for j in no_loss))
 
 
 def crop_image(image: Image.Image, bbox, pad: int = 2, grid: int | None = None) -> Image.Image:
