@@ -55,6 +55,23 @@ def test_text_is_drawn_where_the_box_says():
     assert ink[~covered].sum() == 0  # no ink outside the annotated regions
 
 
+def test_header_rule_marks_the_header_and_only_the_pixels_change():
+    # a one-row text block on the body's first row and a header are the same box and the same kind of
+    # line; the rule under the header is what tells them apart
+    cfg = dict(width=256, height=256, cell=(16, 16), margin=1, furniture_prob=1.0)
+    seed = 5
+    ruled, plain = generate_page(seed, SynthConfig(**cfg)), generate_page(seed, SynthConfig(**cfg, header_rule=False))
+    assert ruled.page == plain.page
+    header = next(b for b in ruled.page.blocks if b.category == "header")
+    below = slice(int(header.bbox[3]), int(header.bbox[3]) + 16)  # the blank row under the header
+    ink = lambda s: np.asarray(s.image.convert("L"))[below] < 128
+    assert ink(plain).sum() == 0
+    assert ink(ruled).any(axis=0)[16:240].all()  # a line across the body's width
+    outside = np.ones((256, 256), bool)
+    outside[below] = False
+    assert np.array_equal(np.asarray(ruled.image)[outside], np.asarray(plain.image)[outside])
+
+
 @pytest.mark.parametrize("bad", [dict(width=40), dict(columns="three"), dict(text_mode="klingon"),
                                  dict(kinds={"poem": 1.0})])
 def test_bad_config_is_refused(bad):

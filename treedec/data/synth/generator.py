@@ -36,6 +36,10 @@ class SynthConfig:
     table_cols: tuple[int, int] = (2, 4)
     merge_prob: float = 0.3
     furniture_prob: float = 0.5  # chance of each of header, footer, page number
+    # a rule in the blank row under the page header, as running heads often have: without it a
+    # one-row text block at the top of the body is drawn exactly like a header, and no reader can
+    # tell the two apart (false: the pages before this knob existed)
+    header_rule: bool = True
     noise: float = 0.0  # std of additive pixel noise, in [0, 1]
 
     def __post_init__(self):
@@ -163,6 +167,9 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
     furniture = {k: rng.random() < cfg.furniture_prob for k in ("header", "footer", "page_number")}
     if furniture["header"]:
         cv.text("header", m, top, [C.sentence(rng, rng.randint(2, 4), cfg.text_mode)[: ncols - 2 * m]])
+        if cfg.header_rule and cv.draw:
+            y = (top + 1) * ch + ch // 2
+            cv.draw.line((m * cw, y, (ncols - m) * cw - 1, y), fill=0, width=1)
         top += 2
     foot_row = bottom - 1
     if furniture["footer"] or furniture["page_number"]:
