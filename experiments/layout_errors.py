@@ -26,6 +26,8 @@ from treedec.models.vlm import SHIPPED
 
 def model_pages(cfg) -> dict | None:
     """The synthetic page distribution of the run's model (what `run` defaults data.page to)."""
+    if cfg.get("model") and cfg.model.get("name") == "random":
+        return None  # random weights carry no page distribution
     path = Path(cfg.model.path) if cfg.get("model") and cfg.model.get("path") else SHIPPED
     meta = path / "treedec.json"
     return json.loads(meta.read_text()).get("pages") if meta.is_file() else None
@@ -43,10 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = OmegaConf.load(config)
     samples = list(open_dataset(cfg.data, render=False, model_pages=model_pages(cfg)))
-    by_kind, rows, no_pred, n_blocks = defaultdict(list), [], [], 0
+    if not any(s.page is not None for s in samples):
+        print(f"error: the run's data set ({cfg.data.name}) has no ground truth to compare with", file=sys.stderr)
+        return 2
+    by_kind, errors, rows, no_pred, no_gt, n_blocks = defaultdict(list), [], [], [], [], 0
     for s in samples:
         f = args.run / "pages" / f"{s.name}.omnidocbench.json"
         if s.page is None:
+            no_gt.append(s.name)
             continue
         n_blocks += len(s.page.blocks)
         if not f.is_file():
@@ -54,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for e in layout_errors(page_from_omnidocbench(json.loads(f.read_text())), s.page):
             by_kind[e.label].append((s.name, e))
+            errors.append(e)
             rows.append({"page": s.name, "error": e.label, "iou": round(e.iou, 3),
                          "gt": None if e.gt is None else {"bbox": e.gt.bbox, "content": e.gt.content},
                          "pred": None if e.pred is None else {"bbox": e.pred.bbox, "content": e.pred.content}})
-    counts = tally([e for errs in by_kind.values() for _, e in errs])
+    counts = tally(errors)
     print(f"{args.run}: {len(samples)} pages, {n_blocks} annotated blocks, "
           f"{sum(n for k, n in counts.items() if not k.startswith('extra'))} unmatched, "
           f"{sum(n for k, n in counts.items() if k.startswith('extra'))} extra predictions")
@@ -67,11 +74,13 @@ def main(argv: list[str] | None = None) -> int:
             g = f"gt {tuple(round(v) for v in e.gt.bbox)} {e.gt.content[:24]!r}" if e.gt else ""
             p = f"pred {tuple(round(v) for v in e.pred.bbox)} {e.pred.content[:24]!r}" if e.pred else ""
             print(f"         {name}  {g}  {p}" + (f"  IoU {e.iou:.2f}" if e.kind == "box" else ""))
+    if no_gt:
+        print(f"  {len(no_gt)} pages have no ground truth (first: {no_gt[0]})")
     if no_pred:
         print(f"  {len(no_pred)} pages have no prediction in {args.run / 'pages'} (first: {no_pred[0]})")
     if args.json:
         args.json.write_text(json.dumps({"run": str(args.run), "counts": dict(counts), "no_prediction": no_pred,
-                                         "errors": rows}, indent=1))
+                                         "no_ground_truth": no_gt, "errors": rows}, indent=1))
         print(f"wrote {args.json}")
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from treedec.page import Page
+from treedec.page import Block, Page
 
 Box = tuple[float, float, float, float]
 SKIPPED = frozenset({"text_mask", "table_mask"})
@@ -47,22 +47,37 @@ class LayoutCounts:
         return 2 * self.matched / total if total else None
 
 
-def _boxes(page: Page, sx: float = 1.0, sy: float = 1.0) -> list[tuple[str, Box]]:
-    return [(b.category, (b.bbox[0] * sx, b.bbox[1] * sy, b.bbox[2] * sx, b.bbox[3] * sy))
-            for b in page.blocks if b.category not in SKIPPED]
+@dataclass
+class LayoutPairing:
+    """The blocks layout F1 scores (SKIPPED categories left out), the predicted boxes scaled
+    to the ground truth's page size, and which prediction each matched annotated block got."""
+    preds: list[Block]
+    pred_boxes: list[Box]
+    gts: list[Block]
+    matched: dict[int, int]  # prediction index -> annotated block index
+
+
+def pair_blocks(pred: Page, gt: Page, threshold: float = IOU_THRESHOLD) -> LayoutPairing:
+    """Pair predicted and annotated blocks of the same category greedily by IoU, each once,
+    while IoU >= threshold."""
+    sx, sy = gt.width / pred.width, gt.height / pred.height
+    preds = [b for b in pred.blocks if b.category not in SKIPPED]
+    gts = [b for b in gt.blocks if b.category not in SKIPPED]
+    boxes = [(b.bbox[0] * sx, b.bbox[1] * sy, b.bbox[2] * sx, b.bbox[3] * sy) for b in preds]
+    candidates = sorted(((iou(boxes[i], g.bbox), i, j) for i, p in enumerate(preds)
+                         for j, g in enumerate(gts) if p.category == g.category), reverse=True)
+    matched: dict[int, int] = {}
+    used_g: set[int] = set()
+    for overlap, i, j in candidates:
+        if overlap < threshold:
+            break
+        if i not in matched and j not in used_g:
+            matched[i] = j
+            used_g.add(j)
+    return LayoutPairing(preds, boxes, gts, matched)
 
 
 def layout_counts(pred: Page, gt: Page, threshold: float = IOU_THRESHOLD) -> LayoutCounts:
     """Counts for one page; predicted boxes are scaled to the ground truth's page size."""
-    preds = _boxes(pred, gt.width / pred.width, gt.height / pred.height)
-    gts = _boxes(gt)
-    candidates = sorted(((iou(pb, gb), i, j) for i, (pc, pb) in enumerate(preds)
-                         for j, (gc, gb) in enumerate(gts) if pc == gc), reverse=True)
-    used_p, used_g = set(), set()
-    for overlap, i, j in candidates:
-        if overlap < threshold:
-            break
-        if i not in used_p and j not in used_g:
-            used_p.add(i)
-            used_g.add(j)
-    return LayoutCounts(len(used_p), len(preds), len(gts))
+    p = pair_blocks(pred, gt, threshold)
+    return LayoutCounts(len(p.matched), len(p.preds), len(p.gts))

@@ -1,7 +1,7 @@
 """Where layout F1 is lost: each annotated block that the F1 pairing leaves unmatched, and
 each predicted block it leaves over, sorted into one kind of error.
 
-The pairing is `layout_counts`' (greedy by IoU, same category, IoU >= 0.5), so the
+The pairing is layout F1's own (`pair_blocks`: greedy by IoU, same category, IoU >= 0.5), so the
 errors account for the F1's misses exactly: each of the `annotated - matched` unmatched
 blocks gets one error, and each of the `predicted - matched` unmatched predictions is the
 prediction of a `category` or `box` error or an `extra`. An unmatched annotated block is,
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from treedec.metrics.layout import IOU_THRESHOLD, SKIPPED, iou
+from treedec.metrics.layout import IOU_THRESHOLD, iou, pair_blocks
 from treedec.page import Block, Page
 
 
@@ -38,25 +38,13 @@ class LayoutError:
         return f"category {self.category} -> {self.predicted}" if self.kind == "category" else f"{self.kind} {self.category}"
 
 
-def _scaled(b: Block, sx: float, sy: float) -> tuple[float, float, float, float]:
-    return (b.bbox[0] * sx, b.bbox[1] * sy, b.bbox[2] * sx, b.bbox[3] * sy)
-
-
 def layout_errors(pred: Page, gt: Page, threshold: float = IOU_THRESHOLD) -> list[LayoutError]:
     """The errors of one page (predicted boxes scaled to the ground truth's page size)."""
-    sx, sy = gt.width / pred.width, gt.height / pred.height
-    preds = [b for b in pred.blocks if b.category not in SKIPPED]
-    gts = [b for b in gt.blocks if b.category not in SKIPPED]
-    pbox = [_scaled(b, sx, sy) for b in preds]
-    pairs = sorted(((iou(pbox[i], g.bbox), i, j) for i, p in enumerate(preds) for j, g in enumerate(gts)
-                    if p.category == g.category), reverse=True)  # as layout_counts, ties included
-    used_p, used_g = set(), set()
-    for v, i, j in pairs:  # the F1's pairing
-        if v >= threshold and i not in used_p and j not in used_g:
-            used_p.add(i)
-            used_g.add(j)
+    pairing = pair_blocks(pred, gt, threshold)
+    preds, pbox = pairing.preds, pairing.pred_boxes
+    used_p, used_g = set(pairing.matched), set(pairing.matched.values())
     errors: list[LayoutError] = []
-    for j, g in enumerate(gts):
+    for j, g in enumerate(pairing.gts):
         if j in used_g:
             continue
         free = [(iou(pbox[i], g.bbox), i) for i in range(len(preds)) if i not in used_p]
