@@ -37,11 +37,11 @@ def plot_history(history: list[dict], path) -> None:
     a.set_ylabel("training loss (per token)")
     b.set_ylabel("teacher-forced token accuracy")
     b.set_ylim(0, 1)
-    for prev, h in zip(history, history[1:]):  # curriculum stage changes
-        if h.get("stage") != prev.get("stage"):
-            for ax in (a, b):
-                ax.axvline(h["step"], color="grey", ls=":", lw=0.8)
-            b.annotate(f"stage {h.get('stage')}", (h["step"], 0.02), fontsize=7, color="grey")
+    changes = [h for prev, h in zip(history, history[1:]) if h.get("stage") != prev.get("stage")]
+    for i, h in enumerate(changes):  # curriculum stage changes; labels staggered so close ones stay legible
+        for ax in (a, b):
+            ax.axvline(h["step"], color="grey", ls=":", lw=0.8)
+        b.annotate(f" stage {h.get('stage')}", (h["step"], 0.02 + 0.06 * (i % 3)), fontsize=7, color="grey")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
