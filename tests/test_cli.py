@@ -45,6 +45,9 @@ def test_multirun_writes_one_folder_per_job(tmp_path):
     (["depth", "data.page.bogus=1"], "keys there: width"),
     (["depth", "data=omnidocbench", "data.root=/no/such/dir"], "is not a folder"),
     (["depth", "data=images"], "data.root must be set"),
+    (["depth", "data.seed=abc"], "data.seed must be a whole number, got 'abc'"),
+    (["depth", "data.pages=-2"], "data.pages must be >= 1"),
+    (["depth", "data.page.footer_rule=maybe"], "data.page.footer_rule=maybe: Value 'maybe' is not a valid bool"),
     (["frobnicate"], "commands: depth"),
 ])
 def test_user_mistakes_are_one_line(args, says):

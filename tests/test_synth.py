@@ -72,6 +72,24 @@ def test_header_rule_marks_the_header_and_only_the_pixels_change():
     assert np.array_equal(np.asarray(ruled.image)[outside], np.asarray(plain.image)[outside])
 
 
+def test_footer_rule_marks_the_foot_and_only_the_pixels_change():
+    # a short one-row text block on the last row and a footer are the same kind of line in the same
+    # place; the rule above the foot row is what tells them apart
+    cfg = dict(width=256, height=256, cell=(16, 16), margin=1, furniture_prob=1.0)
+    seed = 5
+    ruled, plain = generate_page(seed, SynthConfig(**cfg)), generate_page(seed, SynthConfig(**cfg, footer_rule=False))
+    assert ruled.page == plain.page
+    footer = next(b for b in ruled.page.blocks if b.category == "footer")
+    above = slice(int(footer.bbox[1]) - 16, int(footer.bbox[1]))  # the blank row above the foot
+    ink = lambda s: np.asarray(s.image.convert("L"))[above] < 128
+    assert ink(plain).sum() == 0
+    assert ink(ruled).any(axis=0)[16:240].all()
+    assert all(b.bbox[3] <= above.start for b in ruled.page.blocks if b.category not in ("footer", "page_number"))
+    outside = np.ones((256, 256), bool)
+    outside[above] = False
+    assert np.array_equal(np.asarray(ruled.image)[outside], np.asarray(plain.image)[outside])
+
+
 @pytest.mark.parametrize("bad", [dict(width=40), dict(columns="three"), dict(text_mode="klingon"),
                                  dict(kinds={"poem": 1.0})])
 def test_bad_config_is_refused(bad):

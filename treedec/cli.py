@@ -83,6 +83,9 @@ def validate(command: str, overrides: list[str], multirun: bool) -> None:
                 raise UserError(f"cannot set {bad!r}: {parent} is not a mapping here; set it whole, "
                                 f"e.g. '{parent}={{key: value, ...}}'") from None
             raise UserError(f"unknown key {bad!r}; keys there: {', '.join(near)}") from None
+        cause = str(e.__cause__ or "").strip().splitlines()
+        if first.startswith("Error merging override") and cause:  # the reason is in the cause
+            raise UserError(f"{first.removeprefix('Error merging override').strip()}: {cause[0]}") from None
         raise UserError(first) from None
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:

@@ -29,8 +29,13 @@ class SynthDataset:
             self.config = SynthConfig(**{**{k: v for k, v in (base or {}).items() if k in known}, **page})
         except (TypeError, ValueError) as e:
             raise UserError(f"bad synthetic page config: {e}") from None
+        for key, value in (("pages", pages), ("seed", seed)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UserError(f"data.{key} must be a whole number, got {value!r}")
         if pages < 1:
             raise UserError(f"data.pages must be >= 1, got {pages}")
+        if seed < 0:
+            raise UserError(f"data.seed must be >= 0, got {seed}")
         self.pages, self.seed, self.render = pages, seed, render
 
     def __len__(self) -> int:

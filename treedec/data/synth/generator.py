@@ -40,6 +40,9 @@ class SynthConfig:
     # one-row text block at the top of the body is drawn exactly like a header, and no reader can
     # tell the two apart (false: the pages before this knob existed)
     header_rule: bool = True
+    # the same at the foot: a rule in the blank row above the footer / page number row; without it
+    # a short one-row text block on the last row is drawn exactly like a footer
+    footer_rule: bool = True
     noise: float = 0.0  # std of additive pixel noise, in [0, 1]
 
     def __post_init__(self):
@@ -174,6 +177,9 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
     foot_row = bottom - 1
     if furniture["footer"] or furniture["page_number"]:
         bottom -= 2
+        if cfg.footer_rule and cv.draw:
+            y = bottom * ch + ch // 2  # the blank row between the body and the foot
+            cv.draw.line((m * cw, y, (ncols - m) * cw - 1, y), fill=0, width=1)
 
     two = cfg.columns == "two" or (cfg.columns == "mixed" and rng.random() < 0.5)
     span = ncols - 2 * m
