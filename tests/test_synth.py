@@ -55,38 +55,25 @@ def test_text_is_drawn_where_the_box_says():
     assert ink[~covered].sum() == 0  # no ink outside the annotated regions
 
 
-def test_header_rule_marks_the_header_and_only_the_pixels_change():
-    # a one-row text block on the body's first row and a header are the same box and the same kind of
-    # line; the rule under the header is what tells them apart
+# A one-row text block on the body's first row and a header are the same box and the same kind of
+# line, as are a short one-row text block on the last row and a footer: the rule under the header
+# and the rule above the foot row are what tell them apart.
+@pytest.mark.parametrize("knob, furniture, side", [("header_rule", "header", "below"), ("footer_rule", "footer", "above")])
+def test_furniture_rules_mark_header_and_foot_and_only_the_pixels_change(knob, furniture, side):
     cfg = dict(width=256, height=256, cell=(16, 16), margin=1, furniture_prob=1.0)
     seed = 5
-    ruled, plain = generate_page(seed, SynthConfig(**cfg)), generate_page(seed, SynthConfig(**cfg, header_rule=False))
+    ruled, plain = generate_page(seed, SynthConfig(**cfg)), generate_page(seed, SynthConfig(**cfg, **{knob: False}))
     assert ruled.page == plain.page
-    header = next(b for b in ruled.page.blocks if b.category == "header")
-    below = slice(int(header.bbox[3]), int(header.bbox[3]) + 16)  # the blank row under the header
-    ink = lambda s: np.asarray(s.image.convert("L"))[below] < 128
+    box = next(b.bbox for b in ruled.page.blocks if b.category == furniture)
+    edge = int(box[3]) if side == "below" else int(box[1]) - 16
+    row = slice(edge, edge + 16)  # the blank row between the furniture and the body
+    ink = lambda s: np.asarray(s.image.convert("L"))[row] < 128
     assert ink(plain).sum() == 0
     assert ink(ruled).any(axis=0)[16:240].all()  # a line across the body's width
+    body = [b.bbox for b in ruled.page.blocks if b.category not in ("header", "footer", "page_number")]
+    assert all(b[3] <= row.start or b[1] >= row.stop for b in body)  # the rule's row stays blank of content
     outside = np.ones((256, 256), bool)
-    outside[below] = False
-    assert np.array_equal(np.asarray(ruled.image)[outside], np.asarray(plain.image)[outside])
-
-
-def test_footer_rule_marks_the_foot_and_only_the_pixels_change():
-    # a short one-row text block on the last row and a footer are the same kind of line in the same
-    # place; the rule above the foot row is what tells them apart
-    cfg = dict(width=256, height=256, cell=(16, 16), margin=1, furniture_prob=1.0)
-    seed = 5
-    ruled, plain = generate_page(seed, SynthConfig(**cfg)), generate_page(seed, SynthConfig(**cfg, footer_rule=False))
-    assert ruled.page == plain.page
-    footer = next(b for b in ruled.page.blocks if b.category == "footer")
-    above = slice(int(footer.bbox[1]) - 16, int(footer.bbox[1]))  # the blank row above the foot
-    ink = lambda s: np.asarray(s.image.convert("L"))[above] < 128
-    assert ink(plain).sum() == 0
-    assert ink(ruled).any(axis=0)[16:240].all()
-    assert all(b.bbox[3] <= above.start for b in ruled.page.blocks if b.category not in ("footer", "page_number"))
-    outside = np.ones((256, 256), bool)
-    outside[above] = False
+    outside[row] = False
     assert np.array_equal(np.asarray(ruled.image)[outside], np.asarray(plain.image)[outside])
 
 
