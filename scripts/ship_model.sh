@@ -6,6 +6,9 @@
 #   TRAIN_OUT: the train command's out= folder; ships TRAIN_OUT/model (else checkpoints/last)
 #   STEP: ship the weights kept at that step instead (checkpoints/step-STEP, kept with
 #         train.average=N), with the training curves cut at that step
+#   HISTORY_BEFORE=FILE (environment): a run that went on from earlier weights
+#         (train.start_step=N) logs steps after N only; its curves are prefixed with FILE's rows
+#         before its first step (e.g. the shipped training_history.jsonl it went on from)
 set -euo pipefail
 src=${1:?usage: scripts/ship_model.sh TRAIN_OUT [STEP]}
 step=${2:-}
@@ -17,22 +20,29 @@ else
   ckpt="$src/model"; [ -d "$ckpt" ] || ckpt="$src/checkpoints/last"
 fi
 dst=treedec/assets/models/tiny
+before=${HISTORY_BEFORE:-}
+[ -z "$before" ] || [ -f "$before" ] || { echo "HISTORY_BEFORE: no file $before" >&2; exit 2; }
+before_copy=$(mktemp)  # copied first: it may be the shipped history, replaced below
+if [ -n "$before" ]; then cp "$before" "$before_copy"; fi
 mkdir -p "$dst" && find "$dst" -mindepth 1 ! -name README.md -delete
 for f in config.json generation_config.json model.safetensors processor_config.json tokenizer.json \
          tokenizer_config.json treedec.json; do cp "$ckpt/$f" "$dst/"; done
 if [ -f "$src/history.jsonl" ]; then
-  if [ -n "$step" ]; then
-    $PY - "$src/history.jsonl" "$dst" "$step" <<'PYEOF'
+  $PY - "$src/history.jsonl" "$dst" "${step:-}" "$before_copy" <<'PYEOF'
 import json, sys
 from treedec.commands.train import plot_history
-rows = [json.loads(line) for line in open(sys.argv[1])]
-rows = [r for r in rows if r["step"] <= int(sys.argv[3])]
-open(f"{sys.argv[2]}/training_history.jsonl", "w").write("".join(json.dumps(r) + "\n" for r in rows))
-plot_history(rows, f"{sys.argv[2]}/training.png")
+history, dst, step, before = sys.argv[1:]
+rows = [json.loads(line) for line in open(history)]
+if step:
+    rows = [r for r in rows if r["step"] <= int(step)]
+prior = [json.loads(line) for line in open(before)]
+if prior and rows:
+    prior = [r for r in prior if r["step"] < rows[0]["step"]]
+    print(f"curves: {len(prior)} rows before step {rows[0]['step']} from HISTORY_BEFORE")
+rows = prior + rows
+open(f"{dst}/training_history.jsonl", "w").write("".join(json.dumps(r) + "\n" for r in rows))
+plot_history(rows, f"{dst}/training.png")
 PYEOF
-  else
-    cp "$src/history.jsonl" "$dst/training_history.jsonl"
-    [ -f "$src/loss.png" ] && cp "$src/loss.png" "$dst/training.png"
-  fi
 fi
+rm -f "$before_copy"
 du -sh "$dst"
