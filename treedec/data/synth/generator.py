@@ -113,6 +113,12 @@ class _Canvas:
     def add(self, category: str, box: tuple[float, float, float, float], content: str) -> None:
         self.blocks.append(Block(category=category, bbox=box, content=content, order=len(self.blocks) + 1))
 
+    def rule(self, row: int) -> None:
+        """A 1-px line across the body's width through the middle of `row` (a blank row)."""
+        if self.draw:
+            m, y = self.cfg.margin, row * self.ch + self.ch // 2
+            self.draw.line((m * self.cw, y, (self.cfg.width // self.cw - m) * self.cw - 1, y), fill=0, width=1)
+
     def text(self, category: str, col: int, row: int, lines: list[str], bold: bool = False) -> None:
         if self.draw:
             for i, line in enumerate(lines):
@@ -170,16 +176,14 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
     furniture = {k: rng.random() < cfg.furniture_prob for k in ("header", "footer", "page_number")}
     if furniture["header"]:
         cv.text("header", m, top, [C.sentence(rng, rng.randint(2, 4), cfg.text_mode)[: ncols - 2 * m]])
-        if cfg.header_rule and cv.draw:
-            y = (top + 1) * ch + ch // 2
-            cv.draw.line((m * cw, y, (ncols - m) * cw - 1, y), fill=0, width=1)
+        if cfg.header_rule:
+            cv.rule(top + 1)
         top += 2
     foot_row = bottom - 1
     if furniture["footer"] or furniture["page_number"]:
         bottom -= 2
-        if cfg.footer_rule and cv.draw:
-            y = bottom * ch + ch // 2  # the blank row between the body and the foot
-            cv.draw.line((m * cw, y, (ncols - m) * cw - 1, y), fill=0, width=1)
+        if cfg.footer_rule:
+            cv.rule(bottom)  # the blank row between the body and the foot
 
     two = cfg.columns == "two" or (cfg.columns == "mixed" and rng.random() < 0.5)
     span = ncols - 2 * m
