@@ -123,10 +123,12 @@ def main() -> None:
     (w, h), (cw, ch) = (tuple(int(v) for v in x.lower().split("x")) for x in (args.size, args.cell))
     page = {"width": w, "height": h, "cell": (cw, ch)}
     if args.model:
-        from treedec.models.vlm import SHIPPED
+        from treedec.models.vlm import SHIPPED, checkpoint_pages
 
-        meta = json.loads((Path(SHIPPED if args.model == "shipped" else args.model) / "treedec.json").read_text())
-        page = meta.get("pages") or {"width": meta["spec"]["image_size"], "height": meta["spec"]["image_size"]}
+        model = Path(SHIPPED if args.model == "shipped" else args.model)
+        page = checkpoint_pages(model)
+        if page is None:
+            sys.exit(f"error: {model} has no treedec.json: --model takes a checkpoint written by treedec train")
     synth = SynthDataset(pages=args.pages, seed=args.seed, page=page)
     results = [score("synthetic", list(synth), cfg, cache_dir)]
     real = Path(args.real)

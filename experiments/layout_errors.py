@@ -21,16 +21,14 @@ from omegaconf import OmegaConf
 from treedec.data import open_dataset
 from treedec.io.omnidocbench import page_from_omnidocbench
 from treedec.metrics.layout_errors import layout_errors, tally
-from treedec.models.vlm import SHIPPED
+from treedec.models.vlm import SHIPPED, checkpoint_pages
 
 
 def model_pages(cfg) -> dict | None:
     """The synthetic page distribution of the run's model (what `run` defaults data.page to)."""
     if cfg.get("model") and cfg.model.get("name") == "random":
         return None  # random weights carry no page distribution
-    path = Path(cfg.model.path) if cfg.get("model") and cfg.model.get("path") else SHIPPED
-    meta = path / "treedec.json"
-    return json.loads(meta.read_text()).get("pages") if meta.is_file() else None
+    return checkpoint_pages(cfg.model.path if cfg.get("model") and cfg.model.get("path") else SHIPPED)
 
 
 def main(argv: list[str] | None = None) -> int:

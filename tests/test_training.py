@@ -263,3 +263,22 @@ def test_training_on_cuda_matches_cpu(tmp_path):
     ha, hb = a.fit(progress=False), b.fit(progress=False)
     assert abs(ha[-1]["loss"] - hb[-1]["loss"]) < 1e-3
     assert torch.allclose(_params(a.model), _params(b.model).cpu(), atol=1e-4)
+
+
+def test_checkpoint_pages_reads_what_the_model_was_trained_on(tmp_path):
+    from treedec.models.vlm import checkpoint_pages
+
+    t = Trainer(VLM.tiny(SPEC, seed=6), _cfg(steps=1), tmp_path / "run")
+    t.fit(progress=False)
+    t.vlm.save(tmp_path / "ckpt")
+    pages = checkpoint_pages(tmp_path / "ckpt")
+    assert pages == VLM.load(tmp_path / "ckpt").pages
+    assert pages["width"] == 128 and pages["cell"] == [8, 8] and pages["furniture_prob"] == 0.0
+    untrained = VLM.tiny(SPEC, seed=6)
+    untrained.save(tmp_path / "fresh")  # trained on nothing: a page of its image size
+    assert checkpoint_pages(tmp_path / "fresh") == {"width": 128, "height": 128}
+    assert checkpoint_pages(tmp_path) is None  # no treedec.json
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "treedec.json").write_text("{not json")
+    with pytest.raises(UserError, match="cannot read"):
+        checkpoint_pages(tmp_path / "bad")

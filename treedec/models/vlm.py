@@ -164,6 +164,20 @@ def model_type(directory: Path) -> str | None:
         raise UserError(f"cannot read {path}: {str(e).splitlines()[0]}") from None
 
 
+def checkpoint_pages(directory: str | Path) -> dict | None:
+    """The synthetic page distribution a treedec checkpoint was trained on, as `VLM.pages` has
+    it (treedec.json's `pages`; a page of the model's image size when none is recorded); None
+    for a folder without treedec.json (a Qwen3-VL checkpoint)."""
+    path = Path(directory) / "treedec.json"
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text())
+        return meta.get("pages") or {"width": meta["spec"]["image_size"], "height": meta["spec"]["image_size"]}
+    except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
+        raise UserError(f"cannot read {path}: {str(e).splitlines()[0]}") from None
+
+
 SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "models" / "tiny"
 
 
