@@ -23,6 +23,7 @@ dst=treedec/assets/models/tiny
 before=${HISTORY_BEFORE:-}
 [ -z "$before" ] || [ -f "$before" ] || { echo "HISTORY_BEFORE: no file $before" >&2; exit 2; }
 before_copy=$(mktemp)  # copied first: it may be the shipped history, replaced below
+trap 'rm -f "$before_copy"' EXIT
 if [ -n "$before" ]; then cp "$before" "$before_copy"; fi
 mkdir -p "$dst" && find "$dst" -mindepth 1 ! -name README.md -delete
 for f in config.json generation_config.json model.safetensors processor_config.json tokenizer.json \
@@ -44,5 +45,4 @@ open(f"{dst}/training_history.jsonl", "w").write("".join(json.dumps(r) + "\n" fo
 plot_history(rows, f"{dst}/training.png")
 PYEOF
 fi
-rm -f "$before_copy"
 du -sh "$dst"
