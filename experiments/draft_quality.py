@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from treedec.drafters.pipeline import PipelineConfig
+from treedec.ocr.pipeline import PipelineConfig
 from treedec.page import Page
 
 N = 8  # n-gram length of ngram_coverage
@@ -61,8 +61,8 @@ def _mean(xs):
 
 
 def score(name: str, samples: list, cfg: PipelineConfig, cache_dir: Path) -> dict:
-    from treedec.drafters import PipelineOCR, draft_pages
-    from treedec.drafters.cache import cache_path
+    from treedec.ocr import PipelineOCR, draft_pages
+    from treedec.ocr.cache import cache_path
     from treedec.evaluate import evaluate_pages
 
     drafter = PipelineOCR(cfg)
@@ -115,7 +115,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from treedec.data import OmniDocBenchDataset, SynthDataset
-    from treedec.drafters.cache import default_cache_dir
+    from treedec.ocr.cache import default_cache_dir
 
     cfg = PipelineConfig(layout_conf=args.layout_conf, upscale_min_side=args.upscale_min_side,
                          threads=args.threads, tables=not args.no_tables)

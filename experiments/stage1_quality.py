@@ -103,8 +103,8 @@ def main() -> None:
     import torch
 
     from treedec.data import SynthDataset
-    from treedec.drafters import draft_pages
-    from treedec.drafters.cache import default_cache_dir
+    from treedec.ocr import draft_pages
+    from treedec.ocr.cache import default_cache_dir
     from treedec.engine.engine import EngineConfig
     from treedec.metrics.edit_distance import normalized_edit_distance
     from treedec.errors import UserError

@@ -1,34 +1,21 @@
-"""The offline pipeline drafter (treedec.drafters): pure rules and the cache always; the
+"""The offline pipeline drafter (treedec.ocr): pure rules and the cache always; the
 OCR pipeline itself only where the `hsd` extra is installed (skipped cleanly otherwise)."""
 import importlib.util
 
 import pytest
 
-from treedec.data.synth import SynthConfig, generate_page
-from treedec.drafters import draft_pages
-from treedec.drafters.cache import cache_path, image_hash
 import numpy as np
 
-from treedec.drafters.pipeline import (
-    CDLA_TO_OMNIDOCBENCH,
-    Line,
-    PipelineConfig,
-    fixed_pitch,
-    fragmented,
-    glyph_rows,
-    hard_wrapped,
-    join_row_words,
-    ink_xs,
-    lines_text,
-    looks_like_formula,
-    missed_glyphs,
-    ocr_to_latex,
-    reading_order,
-    respace,
-    rows_of,
-    split_at_gutters,
-    word_groups,
-)
+from treedec.data.synth import SynthConfig, generate_page
+from treedec.ocr import draft_pages
+from treedec.ocr.cache import cache_path, image_hash
+from treedec.ocr.fixed_pitch import (fixed_pitch, fragmented, glyph_rows, hard_wrapped, ink_xs, join_row_words,
+                                     missed_glyphs, respace, word_groups)
+from treedec.ocr.formulas import looks_like_formula, ocr_to_latex
+from treedec.ocr.geometry import Line, rows_of, split_at_gutters
+from treedec.ocr.pipeline import CDLA_TO_OMNIDOCBENCH, PipelineConfig
+from treedec.ocr.reading_order import reading_order
+from treedec.ocr.text import lines_text
 from treedec.errors import UserError
 from treedec.page import CATEGORIES, Block, Page
 
@@ -114,7 +101,7 @@ def test_sample_without_image_is_flagged_not_dropped(tmp_path):
 
 
 def test_missing_packages_name_the_extra(monkeypatch):
-    from treedec.drafters import pipeline
+    from treedec.ocr import pipeline
 
     real = importlib.util.find_spec
     monkeypatch.setattr(pipeline.importlib.util, "find_spec",
@@ -254,7 +241,7 @@ def test_glyph_rows_tell_a_fixed_pitch_page_from_a_proportional_one():
 def drafted(tmp_path_factory):
     for mod in ("rapidocr", "rapid_layout", "rapid_table", "onnxruntime", "cv2"):
         pytest.importorskip(mod)
-    from treedec.drafters import PipelineOCR
+    from treedec.ocr import PipelineOCR
 
     samples = [generate_page(s, SynthConfig()) for s in SEEDS]
     cache = tmp_path_factory.mktemp("drafts")

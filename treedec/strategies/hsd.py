@@ -37,7 +37,7 @@ from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
-    from treedec.drafters.cache import draft_pages
+    from treedec.ocr.cache import draft_pages
 
     return draft_pages([s for s in samples if s.image is not None], cache_dir)
 

