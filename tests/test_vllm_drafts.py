@@ -97,7 +97,8 @@ def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
 
 def test_a_drafter_without_a_proposer_is_refused():
     from treedec.drafters.page_drafts import SequenceDrafter
-    from treedec.runtimes.vllm import VLLMConfig, draft_refusal
+    from treedec.runtimes.vllm import VLLMConfig
+    from treedec.runtimes.vllm_hsd import draft_refusal
     from treedec.strategies.base import STRATEGIES
     from treedec.tokenizer import Tokenizer
 
@@ -161,7 +162,7 @@ def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
 
 @pytest.mark.xdist_group("vllm")
 def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs):
-    from treedec.runtimes.vllm import _ENGINES
+    from treedec.runtimes.vllm_engine import _ENGINES
 
     stores = [e.treedec_drafts for e in _ENGINES.values() if getattr(e, "treedec_drafts", None) is not None]
     assert len(stores) == 1

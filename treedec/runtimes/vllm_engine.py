@@ -1,0 +1,183 @@
+"""vLLM for the `runtime=vllm` backend: its config (`VLLMConfig`), the folder vLLM serves a
+model from, and one in-process `LLMEngine` per (model, engine arguments), shared by the
+runs of a process."""
+from __future__ import annotations
+
+import os
+import tempfile
+import weakref
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from treedec.errors import UserError
+from treedec.models.vlm import VLM
+from treedec.runtimes.vllm_drafts import ENV_STORE, PROPOSER, DraftStore
+
+SERVING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "processor_config.json")
+SERVING_WRITES = ("tokenizer", "processor", "preprocessor", "special_tokens", "chat_template")  # write_serving_files' files
+
+
+@dataclass
+class VLLMConfig:
+    """`runtime=vllm` (treedec/conf/runtime/vllm.yaml). The page limits mean what they mean
+    for the embedded engine; the rest configures vLLM."""
+    max_pages: int = 16  # pages decoded concurrently (their requests share the engine)
+    max_new_tokens: int = 1024  # per stream (request max_tokens); a stream reaching it is cut and flagged
+    max_branches: int = 128  # streams per page
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1  # independent engines, one process each, pages split between them
+    block_size: int = 32  # KV block = prefix-cache granularity (vLLM CPU: a multiple of 32)
+    enable_prefix_caching: bool = True
+    max_num_seqs: int = 256  # requests scheduled per step
+    max_num_batched_tokens: int | None = None  # null: enough for every admitted page's prefill in one step
+    max_model_len: int | None = None  # null: the model's max positions
+    kv_cache_gb: int = 1  # CPU: VLLM_CPU_KVCACHE_SPACE (GiB); GPU: ignored (gpu_memory_utilization decides)
+    dtype: str = "float32"  # what the embedded engine computes in; greedy agreement is checked at this dtype
+    enforce_eager: bool | None = None  # null: eager on CPU (no compile: starts in seconds, and ran faster here), compiled + CUDA graphs on GPU
+    speculative_config: dict | None = None  # passed to vLLM as is (ngram, suffix, mtp, custom_class, ...)
+    engine_args: dict = field(default_factory=dict)  # any other vllm.EngineArgs field
+    threads: int = 2  # torch threads of this process (the in-process engine computes here)
+    name: str = "vllm"
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "VLLMConfig":
+        if cfg is None:
+            return cls()
+        if isinstance(cfg, cls):
+            return cfg
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(cfg, DictConfig):
+                cfg = OmegaConf.to_container(cfg, resolve=True)
+        except ImportError:  # pragma: no cover - omegaconf is a core dependency
+            pass
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise UserError(f"runtime=vllm has no option(s) {', '.join(unknown)}; "
+                            f"other vLLM engine arguments go under runtime.engine_args")
+        return cls(**dict(cfg))
+
+
+def require_vllm():
+    try:
+        import vllm  # noqa: F401
+    except ImportError as e:
+        raise UserError("runtime=vllm needs vLLM: run scripts/install_vllm.sh (or pip install -e '.[vllm]' and "
+                        f"remove torchvision/torchaudio/torchcodec on CPU); import failed: {e}") from None
+    return vllm
+
+
+_SERVING_DIRS: "weakref.WeakKeyDictionary[VLM, Path]" = weakref.WeakKeyDictionary()
+_TMP: list[tempfile.TemporaryDirectory] = []
+
+
+def serving_dir(vlm: VLM, path: str | Path | None = None) -> Path:
+    """A folder vLLM can serve `vlm` from: `path` itself when it holds every serving file
+    (checkpoints saved by `VLM.save`), else a temporary folder (the weights linked from
+    `path`, or `vlm` saved there when it has no folder, e.g. `model=random`)."""
+    if path is not None and all((Path(path) / f).is_file() for f in SERVING_FILES):
+        return Path(path).resolve()
+    if vlm in _SERVING_DIRS:
+        return _SERVING_DIRS[vlm]
+    tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-")
+    _TMP.append(tmp)
+    d = Path(tmp.name)
+    if path is not None and (Path(path) / "model.safetensors").is_file():
+        from treedec.models.serving import write_serving_files
+
+        for f in Path(path).iterdir():  # weights and configs linked; tokenizer/processor files written anew
+            if f.is_file() and not f.name.startswith(SERVING_WRITES):
+                (d / f.name).symlink_to(f.resolve())
+        write_serving_files(d, vlm.tokenizer, vlm.spec.image_size, vlm.spec.image_tokens, vlm.spec.max_positions)
+    else:
+        vlm.save(d)
+    _SERVING_DIRS[vlm] = d
+    return d
+
+
+_ENGINES: dict[tuple, Any] = {}
+
+
+def engine_kwargs(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> dict[str, Any]:
+    kw: dict[str, Any] = dict(
+        model=str(model_dir), tokenizer=str(model_dir), dtype=cfg.dtype, seed=0, block_size=cfg.block_size,
+        enable_prefix_caching=cfg.enable_prefix_caching, max_num_seqs=cfg.max_num_seqs,
+        tensor_parallel_size=cfg.tensor_parallel_size, enforce_eager=_eager(cfg),
+        limit_mm_per_prompt={"image": 1}, disable_log_stats=True,
+        # one step can prefill every admitted page (and encode its image), as the embedded engine does
+        max_num_batched_tokens=cfg.max_num_batched_tokens or max(8192, cfg.max_pages * (prompt_len + 2 * cfg.block_size)),
+    )
+    if cfg.max_model_len:
+        kw["max_model_len"] = cfg.max_model_len
+    if cfg.speculative_config:
+        kw["speculative_config"] = dict(cfg.speculative_config)
+    kw.update(dict(cfg.engine_args))
+    return kw
+
+
+def _eager(cfg: VLLMConfig) -> bool:
+    if cfg.enforce_eager is not None:
+        return bool(cfg.enforce_eager)
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def _cpu_tp_binding(tp: int) -> None:
+    """vLLM CPU binds each tensor-parallel worker to a NUMA node by default and refuses when
+    there are fewer nodes than workers (one-node machines): split this process's CPUs
+    between the workers instead, unless VLLM_CPU_OMP_THREADS_BIND says otherwise."""
+    import torch
+
+    if tp <= 1 or torch.cuda.is_available() or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < tp:
+        raise UserError(f"tensor_parallel_size={tp} needs at least {tp} CPUs here, this process may use {len(cpus)}")
+    per = len(cpus) // tp
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(",".join(map(str, cpus[i * per:(i + 1) * per]))
+                                                       for i in range(tp))
+
+
+def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int):
+    """One `LLMEngine` per (model folder, engine arguments), kept for the process: an
+    engine takes 20-90 s to start, so `compare=` runs and tests share it."""
+    kw = engine_kwargs(model_dir, cfg, prompt_len)
+    key = (repr(sorted(kw.items(), key=lambda kv: kv[0])), cfg.kv_cache_gb)
+    if key in _ENGINES:
+        return _ENGINES[key]
+    store = None
+    if (kw.get("speculative_config") or {}).get("model") == PROPOSER:
+        # the page-draft proposer reads this engine's store; the path is fixed before the engine
+        # (and any worker process it starts) exists, one store per engine
+        tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-drafts-")
+        _TMP.append(tmp)
+        store = DraftStore(Path(tmp.name) / "drafts.json")
+        store.clear()
+        os.environ[ENV_STORE] = str(store.path)
+    # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(cfg.kv_cache_gb))
+    require_vllm()
+    import torch
+
+    _cpu_tp_binding(cfg.tensor_parallel_size)
+    from vllm import EngineArgs
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    # vLLM's CPU worker replaces torch.set_num_threads with a no-op for the whole process
+    # (and drops to one thread); put both back so the rest of treedec behaves as before.
+    set_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    try:
+        engine = LLMEngine.from_engine_args(EngineArgs(**kw))
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise UserError(f"vLLM cannot serve {model_dir}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+    finally:
+        torch.set_num_threads = set_threads
+    torch.set_num_threads(threads)  # the in-process engine computes with this process's threads
+    engine.treedec_drafts = store  # where runs of drafting strategies write their pages' drafts
+    _ENGINES[key] = engine
+    return engine

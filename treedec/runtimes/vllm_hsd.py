@@ -1,0 +1,92 @@
+"""HSD's page drafts on the vLLM backend: which drafting strategies it can run (and why
+not, in one line), the engine config that installs treedec's page-draft proposer
+(`vllm_drafts.py`), and the drafts written to the engine's draft store."""
+from __future__ import annotations
+
+from treedec.models.vlm import VLM
+from treedec.runtimes.vllm_drafts import PROPOSER, page_draft_sequences
+from treedec.runtimes.vllm_engine import VLLMConfig
+from treedec.strategies.base import Strategy
+
+
+def drafting(strategy: Strategy) -> bool:
+    return strategy.drafter is not None or strategy.prepare is not None
+
+
+def _page_drafter(strategy: Strategy):
+    """The strategy's drafter, unwrapped from an adaptive length cap (vLLM proposes fixed K)."""
+    from treedec.engine.draft_length import AdaptiveLength
+
+    d = strategy.drafter
+    return d.inner if isinstance(d, AdaptiveLength) else d
+
+
+def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
+    """Why `strategy`'s drafting cannot run on this backend (one line), None when it can:
+    HSD's page drafts (`hsd`, `padoc_hsd`), exact acceptance, the backend's own proposer."""
+    from treedec.drafters.page_drafts import PageDraftDrafter
+    from treedec.engine.draft import accept_greedy
+    from treedec.strategies.hsd import TwoStages
+
+    name = repr(strategy.name)
+    see = "run it with runtime=embedded (see treedec/runtimes/README.md)"
+    if not isinstance(_page_drafter(strategy), PageDraftDrafter) or not isinstance(strategy.prepare, TwoStages):
+        return (f"strategy {name} drafts with {type(strategy.drafter).__name__}, which has no vLLM proposer (only "
+                f"HSD's page drafts have, served as linear chains): {see}")
+    if strategy.acceptor is not accept_greedy:
+        return (f"strategy {name} accepts drafts lossily (relaxed_threshold), vLLM's rejection sampler only exactly "
+                f"(greedy): {see}")
+    if cfg.speculative_config and dict(cfg.speculative_config).get("model") != PROPOSER:
+        return (f"strategy {name} drafts through treedec's own custom_class proposer on runtime=vllm: leave "
+                "runtime.speculative_config unset (num_speculative_tokens = strategy.max_depth)")
+    if cfg.data_parallel_size > 1:
+        return (f"strategy {name} runs on one vLLM engine here (data_parallel_size=1): the data-parallel workers "
+                "rebuild the strategy by name and would lose its drafts")
+    return None
+
+
+def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
+    """`cfg` with the page-draft proposer as vLLM's speculative method (K = the strategy's
+    `max_depth`) and per-request draft counts reported."""
+    from dataclasses import replace
+
+    if cfg.speculative_config:  # already the proposer's (draft_refusal lets no other through)
+        return cfg
+    spec = {"method": "custom_class", "model": PROPOSER,
+            "num_speculative_tokens": int(_page_drafter(strategy).matcher.max_depth)}
+    return replace(cfg, speculative_config=spec,
+                   engine_args={"per_request_spec_decode_metrics": "summary", **dict(cfg.engine_args)})
+
+
+def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[str, dict]:
+    """Draft every page (pipeline OCR, or the ground truth for `drafts=oracle`) and write the
+    sequences to the engine's draft store; HSD's stage 1 (decoding the draft regions' crops
+    to refine the drafts) is skipped here. Returns per-page figures, as `prepare` does."""
+    import logging
+
+    from treedec.strategies.hsd import model_drafts, model_grids
+
+    prep, drafter = strategy.prepare, _page_drafter(strategy)
+    pages = model_drafts(samples, prep.source, prep.cache_dir, model_grids(vlm, samples, prep.snap))
+    if drafter is not strategy.drafter:
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "
+            "num_speculative_tokens = strategy.max_depth (%d) tokens per step", strategy.name, drafter.matcher.max_depth)
+    if drafter.matcher.fuzzy:
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: fuzzy draft matching is the embedded engine's; vLLM's proposer matches exactly",
+            strategy.name)
+    if drafter.layout == "lines":
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: layout=lines (drafting the root stream line by line) is the embedded engine's; "
+            "vLLM's proposer matches it n-gram-wise", strategy.name)
+    if prep.stage1:
+        logging.getLogger(__name__).warning(
+            "%s on runtime=vllm: HSD stage 1 (decoding the draft regions' crops) is skipped; the %s drafts are "
+            "verified as they are, as linear chains by vLLM's custom_class speculative decoding",
+            strategy.name, prep.source)
+    m = drafter.matcher
+    seqs = page_draft_sequences([pages[s.name] for s in samples if s.name in pages], vlm.tokenizer, drafter.form,
+                                vlm.prompt_ids(strategy.mode), m.w_max)
+    engine.treedec_drafts.write(seqs, m.w_min, m.w_max)
+    return {name: {"draft_source": prep.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}

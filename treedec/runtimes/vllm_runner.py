@@ -1,0 +1,189 @@
+"""Decoding pages on one vLLM engine: every stream of a page's decoding graph is one
+request whose prompt is the stream's ancestors; the strategy's fork rule runs on the root
+request's streamed tokens and each fork submits a branch request between two engine steps."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from treedec.engine.engine import PageResult, PageState
+from treedec.engine.policy import Fork
+from treedec.engine.rules import may_fork, take_token
+from treedec.errors import UserError
+from treedec.graph import DecodingGraph
+from treedec.models.vlm import VLM, canvas
+from treedec.runtimes.vllm_engine import VLLMConfig
+from treedec.runtimes.vllm_hsd import draft_refusal, drafting
+from treedec.strategies.base import Strategy
+
+_RUNS = itertools.count()
+
+
+@dataclass(kw_only=True)
+class _Page(PageState):
+    image: Any  # the canvas the embedded engine builds its pixels from
+    uuid: str  # content hash of the canvas: vLLM's multimodal (and prefix-cache) key
+    open: dict[str, int] = field(default_factory=dict)  # running request id -> stream
+    cached: int = 0  # prompt tokens served from the prefix cache (all requests)
+    prompt_tokens: int = 0
+    # PageState.drafted here: draft tokens vLLM scheduled for verification (requests vLLM
+    # finished itself); accepted: a step's new tokens of a request minus its one sampled token
+
+
+class VLLMRunner:
+    """Decodes pages with a strategy on one vLLM engine (the embedded engine's contract:
+    `run(items)` yields `PageResult`s as pages finish)."""
+
+    def __init__(self, engine, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
+        if drafting(strategy):
+            why = draft_refusal(strategy, cfg)
+            if why is None and getattr(engine, "treedec_drafts", None) is None:
+                why = (f"strategy {strategy.name!r} needs an engine with treedec's page-draft proposer "
+                       "(parse_pages_vllm builds it and writes the drafts)")
+            if why:
+                raise UserError(why)
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        self.engine, self.vlm, self.strategy, self.cfg = engine, vlm, strategy, cfg
+        self.run_id = next(_RUNS)  # request ids stay unique on the shared engine
+        tok = vlm.tokenizer
+        self.image_prefix = vlm.prompt_ids(strategy.mode)[:-1]  # expanded by vLLM's processor from one <image>
+        self.params = SamplingParams(temperature=0.0, max_tokens=cfg.max_new_tokens, stop_token_ids=[tok.eos_id],
+                                     skip_special_tokens=False, detokenize=False,
+                                     output_kind=RequestOutputKind.DELTA)
+        self.active: dict[int, _Page] = {}
+        self.requests: dict[str, _Page] = {}
+        self._next_pid = 0
+        self.forward_passes = 0
+        self.prompt_tokens = 0  # prompt tokens of every request of the finished pages ...
+        self.cached_tokens = 0  # ... and how many of them the prefix cache served
+        self.cache_figures: dict[str, dict] = {}  # per finished page
+
+    # ------------------------------------------------------------------ public
+    def run(self, items: Iterable[tuple[str, Any, Any]]) -> Iterator[PageResult]:
+        """Decode `(name, image, sample)` items with continuous batching; yields results as
+        pages finish (completion order)."""
+        t0 = time.perf_counter()
+        queue = deque((name, image, sample, t0) for name, image, sample in items)
+        try:
+            while queue or self.active:
+                while queue and len(self.active) < self.cfg.max_pages:
+                    self._admit(*queue.popleft())
+                working = [p for p in self.active.values() if p.open]
+                if working:
+                    touched: dict[int, list[int]] = {}
+                    for out in self.engine.step():
+                        self._on_output(out, touched)
+                    self.forward_passes += 1
+                    for page in working:
+                        page.steps += 1
+                        page.timeline.append(touched.get(page.pid, []))
+                for page in [p for p in self.active.values() if not p.open]:
+                    yield self._retire(page)
+        finally:  # stopped early or failed: leave the shared engine with no requests of ours
+            if self.requests:
+                self.engine.abort_request(list(self.requests))
+                self.requests.clear()
+
+    # ------------------------------------------------------------------ pages
+    def _admit(self, name: str, image, sample, t_submit: float) -> None:
+        pic = canvas(image, self.vlm.spec.image_size)
+        uuid = hashlib.blake2b(pic.tobytes(), digest_size=16).hexdigest()
+        page = _Page(pid=self._next_pid, name=name, sample=sample, image=pic, uuid=uuid, graph=DecodingGraph(),
+                     t_submit=t_submit, t_admit=time.perf_counter())
+        self._next_pid += 1
+        self.active[page.pid] = page
+        root = page.graph.root(self.vlm.prompt_ids(self.strategy.mode), label="root")
+        self._submit(page, root.id)
+
+    def _retire(self, page: _Page) -> PageResult:
+        del self.active[page.pid]
+        self.cached_tokens += page.cached
+        self.prompt_tokens += page.prompt_tokens
+        self.cache_figures[page.name] = {"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached}
+        now = time.perf_counter()
+        return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
+                          page.flags, page.timeline, page.sample, page.drafted, page.accepted)
+
+    # ------------------------------------------------------------------ requests
+    def _prompt(self, page: _Page, sid: int) -> list[int] | None:
+        """The stream's ancestor context with the image prompt folded back to one `<image>`
+        (vLLM's processor expands it); None when vLLM could not be given this prompt."""
+        ctx = page.graph.context(sid)
+        n = len(self.image_prefix)
+        if ctx[:n] != self.image_prefix or self.vlm.tokenizer.image_id in ctx[n:]:
+            return None
+        return [self.vlm.tokenizer.image_id] + ctx[n:]
+
+    def _submit(self, page: _Page, sid: int) -> None:
+        g = page.graph
+        ids = self._prompt(page, sid)
+        if ids is None:
+            g.finish(sid, "unservable prompt", cut=True)
+            page.flags.append(f"cut: stream {sid} ({g[sid].label}): its prompt holds an <image> token after the "
+                              "image, which vLLM's processor would take for a second image")
+            return
+        rid = f"{self.run_id}-{page.pid}:{sid}"
+        prompt = {"prompt_token_ids": ids, "multi_modal_data": {"image": page.image},
+                  "multi_modal_uuids": {"image": [page.uuid]}}
+        try:
+            self.engine.add_request(rid, prompt, self.params)
+        except ValueError as e:  # e.g. prompt longer than max_model_len
+            g.finish(sid, "rejected by vLLM", cut=True)
+            page.flags.append(f"cut: stream {sid} ({g[sid].label}) rejected by vLLM: {str(e).splitlines()[0]}")
+            return
+        page.open[rid] = sid
+        self.requests[rid] = page
+
+    def _on_output(self, out, touched: dict[int, list[int]]) -> None:
+        page = self.requests.get(out.request_id)
+        if page is None:
+            return
+        sid = page.open.get(out.request_id)
+        if sid is None:
+            return
+        if out.num_cached_tokens is not None and page.graph[sid].generated == 0:
+            page.cached += out.num_cached_tokens or 0
+            page.prompt_tokens += len(out.prompt_token_ids or [])
+        comp = out.outputs[0]
+        s = page.graph[sid]
+        new = list(comp.token_ids)
+        if new:
+            touched.setdefault(page.pid, []).append(sid)
+        taken = 0
+        for token in new:
+            if not s.live:
+                break
+            self._extend(page, sid, token)
+            taken += 1
+        # one step gives a request its sampled token + the draft tokens vLLM accepted before it
+        page.accepted += max(0, taken - 1)
+        metrics = getattr(comp, "spec_decode_metrics", None)  # at finish, with per_request_spec_decode_metrics
+        if metrics is not None:
+            page.drafted += int(metrics.num_draft_tokens)
+        if s.live and out.finished:  # vLLM stopped it for a reason of its own (e.g. max_model_len)
+            page.graph.finish(sid, f"vllm: {comp.finish_reason}", cut=True)
+            page.flags.append(f"cut: stream {sid} ({s.label}) stopped by vLLM ({comp.finish_reason}: "
+                              f"{comp.stop_reason})")
+        if not s.live:
+            if not out.finished:
+                self.engine.abort_request([out.request_id])
+            del page.open[out.request_id]
+            del self.requests[out.request_id]
+
+    def _extend(self, page: _Page, sid: int, token: int) -> None:
+        """Append one token; ends, forks and limits as the embedded engine applies them."""
+        for fork in take_token(page.graph, sid, token, self.strategy, self.cfg.max_new_tokens, page.flags):
+            self._fork(page, fork)
+
+    def _fork(self, page: _Page, fork: Fork) -> None:
+        g = page.graph
+        if not may_fork(g, self.cfg.max_branches, page.flags):
+            return
+        child = g.fork(fork.parent, fork.at, fork.first, fork.label)
+        self._submit(page, child.id)
