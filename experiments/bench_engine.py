@@ -27,7 +27,8 @@ from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
-from treedec.models.vlm import VLMSpec, load_vlm
+from treedec.models.loader import load_vlm
+from treedec.models.vlm import VLMSpec
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.runner import parse_pages

@@ -14,7 +14,7 @@ from PIL import Image
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
 from treedec.models.adapter import Prompt
-from treedec.models.vlm import load_vlm
+from treedec.models.loader import load_vlm
 from treedec.strategies.base import STRATEGIES
 from treedec.tokenizer import PAD, UNK
 

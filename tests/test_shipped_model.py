@@ -17,7 +17,7 @@ def shipped():
     from omegaconf import OmegaConf
 
     from treedec.data import open_dataset
-    from treedec.models.vlm import load_vlm
+    from treedec.models.loader import load_vlm
 
     torch.set_num_threads(1)
     vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))

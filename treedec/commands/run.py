@@ -17,7 +17,8 @@ from treedec.data import open_dataset
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
-from treedec.models.vlm import SHIPPED, load_vlm
+from treedec.models.loader import load_vlm
+from treedec.models.vlm import SHIPPED
 from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from treedec.errors import UserError
 from treedec.loggers import make_logger
+from treedec.models.loader import load_model
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.outputs import RunOutput
 from treedec.training.trainer import TrainConfig, Trainer
@@ -51,7 +52,7 @@ def main(cfg, out: RunOutput) -> dict:
     tcfg = TrainConfig(**OmegaConf.to_container(cfg.train, resolve=True))
     torch.set_num_threads(tcfg.threads)
     if cfg.model.path:
-        vlm = VLM.load(cfg.model.path)
+        vlm = load_model(cfg.model.path)
         if not vlm.trainable:
             raise UserError(f"{cfg.model.path} is a {type(vlm).__name__} checkpoint: train continues treedec's own "
                             "tiny VLM only (Qwen3-VL checkpoints run with `run` on the embedded engine)")

@@ -123,19 +123,15 @@ class VLM:
 
     @classmethod
     def load(cls, directory: str | Path, attn: str = "sdpa") -> "VLM":
-        """Load a checkpoint folder by its config.json's `model_type`: `idefics3` (treedec's
-        own VLM) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, embedded engine only)."""
+        """Load a checkpoint folder of treedec's own VLM (config.json `model_type` idefics3).
+        Any checkpoint kind, chosen by its `model_type`: `treedec.models.loader.load_model`."""
         from transformers import Idefics3ForConditionalGeneration
 
         d = Path(directory)
         kind = model_type(d)
-        if kind == "qwen3_vl":
-            from treedec.models.qwen3_vl import Qwen3VL
-
-            return Qwen3VL.load(d, attn=attn)
         if kind != "idefics3":
-            raise UserError(f"unsupported model_type {kind!r} in {d / 'config.json'}; supported: "
-                            f"{', '.join(MODEL_TYPES)}")
+            raise UserError(f"{d} holds a {kind!r} checkpoint, not treedec's Idefics3 VLM "
+                            "(treedec.models.loader.load_model loads either kind)")
         for name in ("config.json", "model.safetensors", "tokenizer.json", "treedec.json"):
             if not (d / name).is_file():
                 raise UserError(f"no checkpoint at {d}: {name} is missing (expected a folder written by treedec train)")
@@ -147,9 +143,6 @@ class VLM:
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
         return cls(model.eval(), tok, spec, meta.get("pages"))
-
-
-MODEL_TYPES = ("idefics3", "qwen3_vl")  # config.json model_type values VLM.load reads
 
 
 def model_type(directory: Path) -> str | None:
@@ -179,19 +172,3 @@ def checkpoint_pages(directory: str | Path) -> dict | None:
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "assets" / "models" / "tiny"
-
-
-def load_vlm(model_cfg) -> VLM:
-    """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
-    a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model when
-    `path` is null, or random weights for `model=random`."""
-    from omegaconf import OmegaConf
-
-    if model_cfg.get("name") == "random":
-        return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
-    path = model_cfg.get("path") or SHIPPED
-    if not Path(path).exists():
-        hint = " (the shipped model is not in this checkout; train one with `python -m treedec train`)" \
-            if not model_cfg.get("path") else ""
-        raise UserError(f"model.path {str(path)!r} does not exist{hint}")
-    return VLM.load(path)

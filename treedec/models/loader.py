@@ -1,0 +1,39 @@
+"""Loading a model by what a checkpoint folder says it is: the loader picks the model class
+from config.json's `model_type` (the arrows point one way: loader -> model classes, never
+back), and `load_vlm` builds the model a `model` config names."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from treedec.errors import UserError
+from treedec.models.qwen3_vl import Qwen3VL
+from treedec.models.vlm import SHIPPED, VLM, VLMSpec, model_type
+
+MODEL_TYPES = {"idefics3": VLM, "qwen3_vl": Qwen3VL}  # config.json model_type -> the class that loads it
+
+
+def load_model(directory: str | Path, attn: str = "sdpa") -> VLM:
+    """Load a checkpoint folder by its config.json's `model_type`: `idefics3` (treedec's
+    own VLM) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, embedded engine only)."""
+    d = Path(directory)
+    kind = model_type(d)
+    if kind not in MODEL_TYPES:
+        raise UserError(f"unsupported model_type {kind!r} in {d / 'config.json'}; supported: "
+                        f"{', '.join(MODEL_TYPES)}")
+    return MODEL_TYPES[kind].load(d, attn=attn)
+
+
+def load_vlm(model_cfg) -> VLM:
+    """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
+    a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model when
+    `path` is null, or random weights for `model=random`."""
+    from omegaconf import OmegaConf
+
+    if model_cfg.get("name") == "random":
+        return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
+    path = model_cfg.get("path") or SHIPPED
+    if not Path(path).exists():
+        hint = " (the shipped model is not in this checkout; train one with `python -m treedec train`)" \
+            if not model_cfg.get("path") else ""
+        raise UserError(f"model.path {str(path)!r} does not exist{hint}")
+    return load_model(path)
