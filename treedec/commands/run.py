@@ -8,15 +8,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import sys
+
 import numpy as np
 import torch
 from rich.console import Console
 from rich.table import Table
 
+from treedec.commands.run_inputs import check_some_readable, documents_of, input_figures, interrupted, model_notes
 from treedec.data import open_dataset
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
+from treedec.io.documents import write_documents
 from treedec.models.loader import load_vlm
 from treedec.models.vlm import SHIPPED
 from treedec.outputs import RunOutput
@@ -80,8 +84,9 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
     plt.close(fig)
 
 
-def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool = True) -> RunResult:
-    """Decode `samples` with `level` pages in flight (runtime.max_pages for this run)."""
+def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool = True, on_record=None) -> RunResult:
+    """Decode `samples` with `level` pages in flight (runtime.max_pages for this run);
+    `on_record` (embedded runtime) sees each page as it finishes."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
     if cfg.runtime.name == "vllm":
         from omegaconf import OmegaConf
@@ -91,7 +96,8 @@ def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool
         path = None if cfg.model.get("name") == "random" else (cfg.model.get("path") or SHIPPED)
         runtime = OmegaConf.merge(cfg.runtime, {"max_pages": level})
         return parse_pages_vllm(vlm, strategy, samples, runtime, model_path=path, progress=progress)
-    return parse_pages(vlm, strategy, samples, replace(engine_cfg, max_pages=level), progress=progress)
+    return parse_pages(vlm, strategy, samples, replace(engine_cfg, max_pages=level), progress=progress,
+                       on_record=on_record)
 
 
 def main(cfg, out: RunOutput) -> dict:
@@ -102,11 +108,24 @@ def main(cfg, out: RunOutput) -> dict:
         EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
-    samples = list(open_dataset(cfg.data, model_pages=vlm.pages))
+    samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
+    notes = model_notes(cfg)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     strategies = [cfg.strategy] + ([{"name": cfg.compare}] if cfg.compare else [])
     names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
-    by_level, results_by_level = measure_levels(
-        lambda i, level, progress: _run(strategies[i], vlm, samples, engine_cfg, cfg, level, progress), names, levels)
+    written: dict[str, Any] = {}
+
+    def write(rec) -> None:  # the final pass's pages, written as they finish: an interrupted run keeps them
+        written[rec.name] = rec
+        out.page(rec.name, rec.figures(), rec.page)
+
+    try:
+        by_level, results_by_level = measure_levels(
+            lambda i, level, progress: _run(strategies[i], vlm, samples, engine_cfg, cfg, level, progress,
+                                            on_record=write if (i, level) == (0, levels[-1]) else None), names, levels)
+    except KeyboardInterrupt:
+        interrupted(cfg, out, samples, written)
     if cfg.compare:
         add_ratios(by_level, cfg.compare)
     results = results_by_level[levels[-1]]  # pages, quality and the top-level figures: the largest level
@@ -118,7 +137,7 @@ def main(cfg, out: RunOutput) -> dict:
         out.page(rec.name, {**rec.figures(), **{k: v for k, v in per_page_q.get(rec.name, {}).items() if k != "flags"},
                             "flags": rec.flags + per_page_q.get(rec.name, {}).get("flags", [])}, rec.page)
     summary: dict[str, Any] = {"pages": len(samples), "strategy": cfg.strategy.name,
-                               "pages_flagged": sum(bool(r.flags) for r in main_res.records),
+                               **input_figures(samples, main_res.records),
                                **{k: quality.get(k) for k in ("text_edit", "text_edit_all", "table_teds", "table_teds_s",
                                                               "formula_edit", "reading_order_edit", "overall",
                                                               "layout_precision", "layout_recall", "layout_f1")},
@@ -132,10 +151,12 @@ def main(cfg, out: RunOutput) -> dict:
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
     summary["by_concurrency"] = by_level
+    if notes:
+        summary["notes"] = list(notes)
+    write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in main_res.records})
     plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
     plot_steps(results, plots[0])
     plot_timelines(main_res, int(cfg.timelines), plots[1])
-    notes = []
     if len(levels) > 1:
         plots.append(concurrency_curves(by_level, out.dir / "concurrency.png",
                                         f"{len(samples)} pages at each level, same process"))
@@ -149,6 +170,7 @@ def main(cfg, out: RunOutput) -> dict:
     write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
                  title=f"treedec run: {cfg.strategy.name}", notes=notes,
                  tables={"Throughput and latency by concurrency": by_level})
+    check_some_readable(out, summary)
     return summary
 
 

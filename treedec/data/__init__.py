@@ -1,15 +1,17 @@
 """Data sets by name: `synth` (generated), `omnidocbench` (annotated JSON + images),
-`images` (a folder of page images, no ground truth)."""
+`images` (page images and PDFs under a folder, or one file; no ground truth; read
+lazily: `treedec.data.files`)."""
 from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterator
 
+from treedec.data.files import FileSample, FilesDataset
 from treedec.data.synth import Sample, SynthConfig, generate_page
 from treedec.errors import UserError
 
-IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+__all__ = ["DATASETS", "FileSample", "FilesDataset", "OmniDocBenchDataset", "SynthDataset", "open_dataset"]
 
 
 class SynthDataset:
@@ -89,34 +91,7 @@ class OmniDocBenchDataset:
             yield Sample(page.name, page, image)
 
 
-class ImageFolderDataset:
-    """Page images in a folder, parsed without ground truth."""
-
-    def __init__(self, root: str, limit: int | None = None, render: bool = True):
-        self.root = Path(root)
-        if not self.root.is_dir():
-            raise UserError(f"data.root {root!r} is not a folder")
-        self.paths = sorted(p for p in self.root.iterdir() if p.suffix.lower() in IMAGE_EXTS)
-        if not self.paths:
-            raise UserError(f"no images ({', '.join(IMAGE_EXTS)}) in {root}")
-        self.paths = self.paths[:limit] if limit is not None else self.paths
-        self.render = render
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __iter__(self) -> Iterator[Sample]:
-        from PIL import Image
-
-        for p in self.paths:
-            try:
-                image = Image.open(p).convert("RGB") if self.render else None
-            except (OSError, ValueError):
-                image = None
-            yield Sample(p.stem, None, image)
-
-
-DATASETS = {"synth": SynthDataset, "omnidocbench": OmniDocBenchDataset, "images": ImageFolderDataset}
+DATASETS = {"synth": SynthDataset, "omnidocbench": OmniDocBenchDataset, "images": FilesDataset}
 
 
 def open_dataset(cfg: dict[str, Any], render: bool = True, model_pages: dict[str, Any] | None = None):

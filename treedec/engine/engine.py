@@ -108,17 +108,18 @@ class Engine:
     def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageResult], None] | None = None
             ) -> Iterator[PageResult]:
         """Decode `(name, prompt, sample)` items with continuous batching; yields results
-        as pages finish (completion order)."""
-        queue = list(items)
-        t0 = time.perf_counter()
-        queue = [(name, prompt, sample, t0) for name, prompt, sample in queue]
-        while queue or self.active:
-            while queue and self._can_admit(len(queue[0][1].ids)):
-                name, prompt, sample, t_sub = queue.pop(0)
-                self._admit(name, prompt, sample, t_sub)
+        as pages finish (completion order). `items` may be a lazy iterator: an item is taken
+        only when the engine can admit it (one is held ahead)."""
+        items = iter(items)  # pulled one at a time, when there is room: memory does not grow with the pages
+        t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as a list would be
+        head = next(items, None)
+        while head is not None or self.active:
+            while head is not None and self._can_admit(len(head[1].ids)):
+                self._admit(*head, t0)
+                head = next(items, None)
             if not self.active:
-                name, prompt, sample, t_sub = queue.pop(0)  # over budget even alone: admit and let limits cut it
-                self._admit(name, prompt, sample, t_sub)
+                self._admit(*head, t0)  # over budget even alone: admit and let limits cut it
+                head = next(items, None)
             if any(p.graph.live() for p in self.active):
                 self._step()
             for page in [p for p in self.active if p.graph.done]:

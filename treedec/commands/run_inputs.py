@@ -1,0 +1,61 @@
+"""What `run` says about its inputs: flagged and unreadable pages, skipped files, the
+default model on real pages, and the summary of an interrupted run."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping, Sequence
+
+from treedec.data import FilesDataset
+from treedec.errors import UserError
+from treedec.io.documents import write_documents
+
+MAX_LISTED = 200  # skipped files named in summary.json (the count is always there)
+
+
+def model_notes(cfg) -> list[str]:
+    """One plain note when the shipped tiny model meets pages it was not trained on."""
+    if cfg.data.name == "synth" or cfg.model.get("name") != "tiny" or cfg.model.get("path"):
+        return []
+    return ["the default model is a tiny model trained on treedec's synthetic pages only: on real scans or PDFs its "
+            "output means nothing. Give a real checkpoint with model.path=DIR (e.g. a local Qwen3-VL folder)."]
+
+
+def documents_of(samples) -> dict[str, list[str]]:
+    return samples.documents if isinstance(samples, FilesDataset) else {}
+
+
+def input_figures(samples, records: Sequence) -> dict[str, Any]:
+    """summary.json keys about the inputs: `pages_flagged`, `pages_unreadable`, `page_flags`
+    (flagged page -> its reasons), `inputs_skipped` (files of other kinds under data.root)."""
+    flagged = {r.name: list(r.flags) for r in records if r.flags}
+    out: dict[str, Any] = {"pages_flagged": len(flagged),
+                           "pages_unreadable": sum(any(f.startswith("unreadable") for f in r.flags) for r in records)}
+    if isinstance(samples, FilesDataset):
+        out["inputs_skipped_count"] = len(samples.skipped)
+        out["inputs_skipped"] = samples.skipped[:MAX_LISTED]
+    out["page_flags"] = flagged
+    return out
+
+
+def check_some_readable(out, summary: dict[str, Any]) -> None:
+    """After writing everything: not one readable page is the user's problem, so the run
+    fails (one line, non-zero exit), with summary.json written first."""
+    if summary["pages"] and summary.get("pages_unreadable") == summary["pages"]:
+        out.summary(summary, "run")
+        raise UserError(f"none of the {summary['pages']} input pages could be read "
+                        f"(reasons in {out.dir}/summary.json, page_flags)")
+
+
+def interrupted(cfg, out, samples, written: Mapping[str, Any]) -> None:
+    """Ctrl-C: the pages already written stay; write the summary of what was done, then
+    exit 130 (the shell's code for an interrupt)."""
+    records = list(written.values())
+    for rec in records:  # again: Ctrl-C may have cut the last one's files short
+        out.page(rec.name, rec.figures(), rec.page)
+    write_documents(out.dir / "documents", documents_of(samples), written)
+    summary = {"interrupted": True, "strategy": cfg.strategy.name, "pages": len(samples), "pages_done": len(records),
+               **input_figures(samples, records)}
+    out.summary(summary, "run")
+    print(f"\ninterrupted: {len(records)} of {len(samples)} pages done and written to {out.dir}/pages; "
+          f"summary in {out.dir}/summary.json", file=sys.stderr)
+    raise SystemExit(130)
