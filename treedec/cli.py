@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from importlib import resources
 
 from treedec.errors import UserError
@@ -17,6 +18,7 @@ COMMANDS = {
     "run": "parse pages with a strategy; quality, depth and speed (compare=STRATEGY for ratios)",
     "train": "train the tiny document VLM on synthetic pages (resumes from out/checkpoints)",
     "evaluate": "score predicted pages (Markdown or JSON per page) against OmniDocBench ground truth",
+    "compare": "one table (Markdown + HTML with plots) across the jobs of sweeps: runs=DIR or runs=[A,B]",
     "list": "list commands, config groups and their options",
 }
 
@@ -64,13 +66,15 @@ def validate(command: str, overrides: list[str], multirun: bool) -> None:
             for v in (value.split(",") if multirun else [value]):
                 if v not in known[key]:
                     raise UserError(f"unknown {key} {v!r}; choose from: {', '.join(known[key])}")
-        plain.append(ov if not multirun or key in known else ov.split(",")[0])
+        plain.append(ov)
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
     try:
+        if multirun:  # the sweep's first job, as Hydra splits it (a list value such as [8,8] is one value)
+            plain = _first_job(plain)
         with initialize_config_module("treedec.conf", version_base=None):
-            cfg = compose(config_name=command, overrides=[p.split(",")[0] if multirun else p for p in plain])
+            cfg = compose(config_name=command, overrides=plain)
             OmegaConf.to_container(cfg, resolve=False)
     except Exception as e:  # Hydra's composition errors carry a multi-line message
         text = str(e).strip()
@@ -92,6 +96,13 @@ def validate(command: str, overrides: list[str], multirun: bool) -> None:
         raise UserError(f"{', '.join(missing)} must be set, e.g. {missing[0]}=...")
 
 
+def _first_job(overrides: list[str]) -> list[str]:
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), 1)[0][0]
+
+
 def _keys_near(command: str, overrides: list[str], key: str) -> list[str]:
     """Keys of the deepest existing config node on the path of `key`."""
     from hydra import compose, initialize_config_module
@@ -106,23 +117,52 @@ def _keys_near(command: str, overrides: list[str], key: str) -> list[str]:
     return [k for k in node.keys() if k != "hydra"] if isinstance(node, DictConfig) else []
 
 
+def _seed(seed) -> None:
+    """Every job starts from its `seed` (jobs of a sweep share one process)."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    if "torch" in sys.modules:  # commands that use torch import it; `compare` runs without
+        sys.modules["torch"].manual_seed(seed)
+
+
 def _task(command: str):
     def task(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
 
+        from treedec import store
         from treedec.loggers import log_outputs, make_logger
         from treedec.outputs import RunOutput
 
-        out = RunOutput(HydraConfig.get().runtime.output_dir, cfg)
+        hc = HydraConfig.get()
+        sweep = hc.mode == RunMode.MULTIRUN
         try:
+            job = None
+            if command in store.STORED:  # the results store: a finished job of a sweep is not rerun
+                job = store.Job.of(cfg, command, hc.runtime.output_dir, hc.sweep.dir if sweep else hc.runtime.output_dir,
+                                   list(hc.overrides.task))
+                found = job.done() if sweep and not cfg.get("force") else None
+                if found is not None:
+                    print(f"done, not rerun: {found} (+force=true recomputes)")
+                    return
             module = importlib.import_module(f"treedec.commands.{command}")
+            if cfg.get("seed") is not None:
+                _seed(int(cfg.seed))
+            out = RunOutput(hc.runtime.output_dir, cfg)
             summary = module.main(cfg, out)
             if summary is not None:
                 if "meta" not in summary:  # commands that write their own summary return it with meta
                     summary = out.summary(summary, command)
-                logger = make_logger(cfg.get("logger"), out.dir, cfg)
+                logger = make_logger(cfg.get("logger"), out.dir, cfg, group=Path(hc.sweep.dir).name if sweep else None,
+                                     name=hc.job.override_dirname or None)
                 log_outputs(logger, summary, out.dir)  # scalars; with W&B also plots, tables, report.html
                 logger.finish()
+                if job is not None:
+                    job.record(summary)
                 print(f"wrote {out.dir}/summary.json")
         except UserError as e:
             _fail(str(e))
@@ -130,10 +170,36 @@ def _task(command: str):
     return task
 
 
-def main(argv: list[str] | None = None) -> None:
-    from treedec.conf import register_schemas
+def _stored() -> tuple[str, ...]:
+    from treedec.store import STORED
 
-    register_schemas()
+    return STORED
+
+
+def _resume(command: str, overrides: list[str], rest: list[str]) -> list[str]:
+    """A sweep goes to out=DIR (default: a folder named by the command line, so that the same
+    command resumes it); say how many of its jobs the store holds already."""
+    from treedec.store import plan, sweep_dir
+
+    out = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == "out"), None)
+    if out is None:
+        out = sweep_dir(command, overrides)
+        rest = [*rest, f"out={out}"]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([o for o in overrides if not o.startswith("hydra")])
+    except Exception as e:  # Hydra's parse errors: the first line says what is wrong
+        raise UserError(str(e).strip().splitlines()[0]) from None
+    fixed = sorted({"out", "logger", "force"} | {o.key_or_group for o in parsed if not o.is_sweep_override()})
+    # a job's folder is named by the keys swept only (all overrides make names too long for the file system)
+    rest = [*rest, f"hydra.job.config.override_dirname.exclude_keys=[{','.join(fixed)}]"]
+    done, todo = plan(command, [o for o in overrides if o.partition("=")[0] != "out"], out)
+    print(f"sweep {out}: {done} done, {todo} to run" + (" (+force=true recomputes)" if done else ""))
+    return rest
+
+
+def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
@@ -144,12 +210,21 @@ def main(argv: list[str] | None = None) -> None:
     if command == "list":
         print(listing())
         return
+    if command != "compare":  # compare reads result files only: no model, data or torch
+        from treedec.conf import register_schemas
+
+        register_schemas()
     flags = [a for a in rest if a.startswith("-")]
     overrides = [a for a in rest if not a.startswith("-")]
     multirun = "-m" in flags or "--multirun" in flags
     if "--help" not in flags and "-h" not in flags:
         try:
             validate(command, overrides, multirun)
+        except UserError as e:
+            _fail(str(e))
+    if multirun and command in _stored():
+        try:
+            rest = _resume(command, overrides, rest)
         except UserError as e:
             _fail(str(e))
     import hydra

@@ -39,10 +39,11 @@ class JsonlLogger:
 
 class WandbLogger:
     def __init__(self, out_dir: Path, project: str = "treedec", mode: str = "offline", config: dict | None = None,
-                 name: str | None = None):
+                 name: str | None = None, group: str | None = None):
         import wandb
 
-        self.run = wandb.init(project=project, mode=mode, dir=str(out_dir), config=config, name=name, reinit="finish_previous")
+        self.run = wandb.init(project=project, mode=mode, dir=str(out_dir), config=config, name=name, group=group,
+                              reinit="finish_previous")
 
     def log(self, figures: dict[str, Any], step: int | None = None) -> None:
         self.run.log(figures, step=step)
@@ -86,14 +87,17 @@ class MultiLogger:
             lg.finish()
 
 
-def make_logger(cfg: Any, out_dir: Path, run_config: Any = None) -> Logger:
-    """`metrics.jsonl` in the output folder, plus W&B when `logger.name == wandb`."""
+def make_logger(cfg: Any, out_dir: Path, run_config: Any = None, group: str | None = None,
+                name: str | None = None) -> Logger:
+    """`metrics.jsonl` in the output folder, plus W&B when `logger.name == wandb`: one W&B run
+    per job, named `name`, in the W&B group `group` (a sweep's jobs share one)."""
     loggers: list[Logger] = [JsonlLogger(Path(out_dir) / "metrics.jsonl")]
     if cfg is not None and cfg.get("name") == "wandb":
         from omegaconf import OmegaConf
 
         conf = OmegaConf.to_container(run_config, resolve=True) if run_config is not None else None
-        loggers.append(WandbLogger(Path(out_dir), cfg.get("project", "treedec"), cfg.get("mode", "offline"), conf))
+        loggers.append(WandbLogger(Path(out_dir), cfg.get("project", "treedec"), cfg.get("mode", "offline"), conf,
+                                   name=name, group=group))
     return MultiLogger(*loggers)
 
 

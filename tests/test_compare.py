@@ -1,0 +1,69 @@
+"""`compare` on stored results alone: swept keys as columns, each job against the baseline of
+its own sweep (same other swept keys), a run's in-process baseline, user errors."""
+import pytest
+from omegaconf import OmegaConf
+
+from treedec.commands.compare import load_jobs, markdown, table
+from treedec.commands.compare import main as compare
+from treedec.errors import UserError
+from treedec.outputs import RunOutput
+from treedec.store import write_atomic
+
+
+def _job(root, overrides, **summary):
+    name = ",".join(overrides)
+    write_atomic(root / name / "result.json", {"key": name, "overrides": overrides, "summary": summary})
+
+
+@pytest.fixture
+def sweeps(tmp_path):
+    a = tmp_path / "a"
+    for strategy, steps in (("sequential", 100.0), ("padoc", 50.0)):
+        for pages in (2, 4):
+            _job(a, [f"strategy={strategy}", f"data.pages={pages}", "out=x"], strategy=strategy,
+                 median_steps=steps * pages, pages_per_s=10.0 / steps, text_edit=0.1)
+    b = tmp_path / "b"  # one job that carries its own baseline (run compare=sequential)
+    _job(b, ["strategy=padoc"], strategy="padoc", median_steps=40.0, text_edit=0.2,
+         baseline={"strategy": "sequential", "median_steps": 120.0, "text_edit": 0.25})
+    return a, b
+
+
+def test_each_job_against_its_sweeps_baseline(sweeps):
+    a, b = sweeps
+    rows, keys, figures = table(load_jobs([str(a), str(b)]), None)
+    assert keys == ["sweep", "data.pages"]
+    got = {(r["sweep"][-1], r["strategy"], r["data.pages"]): r for r in rows}
+    assert len(got) == 5
+    pad4 = got[("a", "padoc", "4")]
+    assert pad4["median_steps"] == 200 and pad4["median_steps_vs_baseline"] == pytest.approx(2.0)
+    assert pad4["pages_per_s_vs_baseline"] == pytest.approx(2.0) and pad4["text_edit_vs_baseline"] == 0
+    assert got[("a", "sequential", "2")]["median_steps_vs_baseline"] == 1.0
+    inner = got[("b", "padoc", None)]
+    assert inner["baseline"] == "same run: sequential" and inner["median_steps_vs_baseline"] == pytest.approx(3.0)
+    assert inner["text_edit_vs_baseline"] == pytest.approx(-0.05)
+    md = markdown(rows, keys, figures)
+    assert md.count("\n") == 2 + 5 and "200 (2.00x)" in md and "| data.pages |" in md
+
+
+def test_explicit_baseline_and_mistakes(sweeps, tmp_path):
+    a, _ = sweeps
+    rows, _, _ = table(load_jobs([str(a)]), "data.pages=2")
+    pad4 = next(r for r in rows if r["strategy"] == "padoc" and r["data.pages"] == "4")
+    assert pad4["baseline"] == "data.pages=2" and pad4["median_steps_vs_baseline"] == pytest.approx(0.5)
+    with pytest.raises(UserError, match="KEY=VALUE"):
+        table(load_jobs([str(a)]), "sequential")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no finished job"):
+        load_jobs([str(tmp_path / "empty")])
+    with pytest.raises(UserError, match="is not a folder"):
+        load_jobs([str(tmp_path / "nope")])
+
+
+def test_compare_writes_markdown_html_and_plot(sweeps, tmp_path):
+    a, b = sweeps
+    out = RunOutput(tmp_path / "out")
+    s = compare(OmegaConf.create({"runs": [str(a), str(b)], "baseline": None}), out)
+    assert s["jobs"] == 5
+    assert (out.dir / "compare.md").read_text().startswith("| sweep | data.pages | strategy | baseline |")
+    html = (out.dir / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 1 and "median_steps_vs_baseline" in html

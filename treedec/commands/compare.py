@@ -1,0 +1,178 @@
+"""`python -m treedec compare runs=DIR [runs=[A,B]] [baseline=KEY=VALUE] [out=DIR]`: one table
+across the finished jobs of one or several sweeps, read from their `result.json` files
+(the results store: no model is loaded, nothing is decoded).
+
+Columns: the sweep (when several), the keys swept in it (those whose value differs between
+its jobs), the strategy, then each figure with its ratio against the job's baseline. The
+baseline of a job is the job of the same sweep whose KEY is VALUE and whose other swept keys
+are equal (`baseline=strategy=sequential` by default when a sweep holds a sequential job);
+where there is none, a `run compare=X` job's own in-process baseline. Ratios read "> 1 is
+better": steps, depth and latency baseline / job, pages/s and accepted per step job /
+baseline; quality figures as a difference job - baseline."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from treedec.errors import UserError
+from treedec.outputs import RunOutput
+from treedec.report import write_report
+from treedec.store import NOT_IN_KEY, results
+
+# (summary key, label, how it compares: "down" = lower is better, "up" = higher, "delta" = difference)
+FIGURES = (("text_edit", "text edit", "delta"), ("layout_f1", "layout F1", "delta"),
+           ("median_steps", "steps", "down"), ("median_root_steps", "layout steps", "down"),
+           ("pages_per_s", "pages/s", "up"), ("p95_latency_s", "P95 latency s", "down"),
+           ("accepted_per_step", "accepted/step", "up"),
+           ("median_fork_depth", "oracle depth", "down"), ("median_reduction", "oracle reduction", "delta"))
+
+
+def _ratio(value, base, how: str) -> float | None:
+    if not isinstance(value, (int, float)) or not isinstance(base, (int, float)):
+        return None
+    if how == "delta":
+        return value - base
+    if how == "up":
+        return value / base if base else None
+    return base / value if value else None
+
+
+def load_jobs(roots: list[str]) -> list[dict[str, Any]]:
+    jobs = []
+    for root in roots:
+        if not Path(root).is_dir():
+            raise UserError(f"runs: {root!r} is not a folder")
+        found = list(results(root))
+        if not found:
+            raise UserError(f"runs: no finished job (result.json) under {root!r}; run a sweep with "
+                            f"`python -m treedec run -m ... out={root}` first")
+        for folder, data in found:
+            params = {}
+            for ov in data.get("overrides", []):
+                key, _, value = ov.lstrip("+").partition("=")
+                if key not in NOT_IN_KEY:
+                    params[key] = value
+            params.setdefault("strategy", str(data["summary"].get("strategy")))
+            jobs.append({"sweep": root, "dir": str(folder), "params": params, "summary": data["summary"]})
+    return jobs
+
+
+def swept_keys(jobs: list[dict]) -> list[str]:
+    """Keys whose value differs between the jobs (a key missing from a job counts as a value)."""
+    keys = list(dict.fromkeys(k for j in jobs for k in j["params"]))
+    return [k for k in keys if len({j["params"].get(k) for j in jobs}) > 1]
+
+
+def _baseline_rule(text: str | None, jobs: list[dict]) -> tuple[str, str] | None:
+    if text:
+        key, sep, value = str(text).partition("=")
+        if not sep or not key:
+            raise UserError(f"baseline must be KEY=VALUE, e.g. baseline=strategy=sequential; got {text!r}")
+        return key, value
+    if any(j["params"].get("strategy") == "sequential" for j in jobs):
+        return "strategy", "sequential"
+    return None
+
+
+def find_baseline(job: dict, sweep_jobs: list[dict], swept: list[str], rule: tuple[str, str] | None):
+    """(the baseline's figures, its description) for `job`, or (None, "-")."""
+    if rule is not None:
+        key, value = rule
+        others = [k for k in swept if k != key and not k.startswith(key + ".")]
+        for cand in sweep_jobs:
+            if cand["params"].get(key) == value and all(cand["params"].get(k) == job["params"].get(k) for k in others):
+                return cand["summary"], f"{key}={value}"
+    inner = job["summary"].get("baseline")
+    if isinstance(inner, dict):  # `run compare=X`: the baseline decoded in the same process
+        return inner, f"same run: {inner.get('strategy')}"
+    return None, "-"
+
+
+def table(jobs: list[dict], rule_text: str | None) -> tuple[list[dict], list[str], list[tuple]]:
+    """One row per job: sweep, swept keys, strategy, baseline, figures and their ratios."""
+    sweeps = list(dict.fromkeys(j["sweep"] for j in jobs))
+    by_sweep = {s: [j for j in jobs if j["sweep"] == s] for s in sweeps}
+    swept = {s: swept_keys(js) for s, js in by_sweep.items()}
+    columns = list(dict.fromkeys(k for s in sweeps for k in swept[s] if k != "strategy"))
+    figures = [f for f in FIGURES if any(isinstance(j["summary"].get(f[0]), (int, float)) for j in jobs)]
+    rows = []
+    for s in sweeps:
+        rule = _baseline_rule(rule_text, by_sweep[s])
+        for job in by_sweep[s]:
+            base, described = find_baseline(job, by_sweep[s], swept[s], rule)
+            row: dict[str, Any] = {"sweep": s} if len(sweeps) > 1 else {}
+            row.update({k: job["params"].get(k) for k in columns})
+            row["strategy"] = job["summary"].get("strategy", job["params"].get("strategy"))
+            row["baseline"] = described
+            for key, _, how in figures:
+                row[key] = job["summary"].get(key)
+                row[f"{key}_vs_baseline"] = _ratio(row[key], base.get(key), how) if base else None
+            rows.append(row)
+    return rows, (["sweep"] if len(sweeps) > 1 else []) + columns, figures
+
+
+def _fmt(value, how: str | None = None) -> str:
+    if value is None:
+        return ""
+    if how == "delta":
+        return f"{value:+.3f}"
+    if how:
+        return f"{value:.2f}x"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def markdown(rows: list[dict], keys: list[str], figures: list[tuple]) -> str:
+    head = [*keys, "strategy", "baseline", *(label for _, label, _ in figures)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r.get(k, "")) for k in [*keys, "strategy", "baseline"]]
+        for key, _, how in figures:
+            v, x = r.get(key), r.get(f"{key}_vs_baseline")
+            cells.append(_fmt(v) + (f" ({_fmt(x, how)})" if x is not None else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], keys: list[str], figures: list[tuple], path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [(k, label, how) for k, label, how in figures if how != "delta"
+             and any(r.get(f"{k}_vs_baseline") is not None for r in rows)]
+    if not shown:
+        return None
+    labels = [", ".join(f"{k}={r[k]}" for k in keys if r.get(k) is not None) or r["strategy"] for r in rows]
+    labels = [f"{lab} [{r['strategy']}]" if "strategy" not in keys else lab for lab, r in zip(labels, rows)]
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 0.9 + 0.35 * len(rows)), squeeze=False)
+    for ax, (key, label, _) in zip(axes[0], shown):
+        vals = [r.get(f"{key}_vs_baseline") or 0.0 for r in rows]
+        ax.barh(range(len(rows)), vals, color="tab:blue")
+        ax.axvline(1.0, color="k", lw=0.8, ls="--")
+        ax.set_yticks(range(len(rows)), labels if ax is axes[0][0] else [""] * len(rows), fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(f"{label} vs baseline (> 1 better)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main(cfg, out: RunOutput) -> dict:
+    runs = cfg.runs
+    roots = [str(runs)] if isinstance(runs, str) else [str(r) for r in runs]
+    jobs = load_jobs(roots)
+    rows, keys, figures = table(jobs, cfg.get("baseline"))
+    md = markdown(rows, keys, figures)
+    (out.dir / "compare.md").write_text(md, encoding="utf-8")
+    png = plot(rows, keys, figures, out.dir / "compare.png")
+    notes = ["Ratios against each job's baseline, > 1 better: steps, depth and latency baseline / job; pages/s and "
+             "accepted per step job / baseline; quality figures as job - baseline.",
+             "Baseline: the job of the same sweep with " + (f"{cfg.baseline}" if cfg.get("baseline") else
+                                                            "strategy=sequential") +
+             " and the same other swept keys; else a `run compare=X` job's own baseline."]
+    write_report(out.dir, {"jobs": len(rows), "sweeps": len(roots)}, {}, [png] if png else [],
+                 title="treedec compare", tables={"Jobs": rows}, notes=notes)
+    print(md)
+    return {"jobs": len(rows), "sweeps": roots, "swept_keys": keys, "rows": rows}
