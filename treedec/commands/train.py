@@ -51,6 +51,10 @@ def plot_history(history: list[dict], path) -> None:
 def main(cfg, out: RunOutput) -> dict:
     tcfg = TrainConfig(**OmegaConf.to_container(cfg.train, resolve=True))
     torch.set_num_threads(tcfg.threads)
+    if cfg.model.get("name") == "qwen3_vl":
+        from treedec.commands import train_qwen3_vl
+
+        return train_qwen3_vl.main(cfg, out, tcfg)
     if cfg.model.path:
         vlm = load_model(cfg.model.path)
         if not vlm.trainable:
