@@ -134,7 +134,7 @@ def test_effective_pages_are_the_pages_run_generates(model):
     from dataclasses import asdict
 
     from treedec.data import open_dataset
-    from treedec.models.vlm import load_vlm
+    from treedec.models.loader import load_vlm
 
     cfg = _cfg(model=model, data={"name": "synth", "pages": 2, "seed": 1_000_000, "page": {"margin": 1}})
     used = open_dataset(OmegaConf.create(cfg["data"]), model_pages=load_vlm(OmegaConf.create(model)).pages).config
