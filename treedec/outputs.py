@@ -1,5 +1,8 @@
-"""The outputs contract (DESIGN.md "Outputs"): every command writes into one folder
-`summary.json`, `pages/`, `config.yaml`, plots and a report."""
+"""The outputs contract (README.md, "Usage"; docs/architecture.md): every command writes
+into one folder (`out=DIR`) `summary.json` (stable snake_case keys plus `meta`), `pages/`
+(per-page figures and flags; `run` adds each parsed page as OmniDocBench JSON and
+Markdown), `config.yaml` (the resolved config), `metrics.jsonl`, plots and a report. A
+page that failed or was cut by a limit is written with a flag saying why, never dropped."""
 from __future__ import annotations
 
 import json

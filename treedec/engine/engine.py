@@ -19,7 +19,7 @@ import torch
 from treedec.engine.draft import DraftTree, Verdict
 from treedec.engine.kv import KVArena
 from treedec.engine.policy import Fork, Policy
-from treedec.engine.rules import may_fork, take_token
+from treedec.engine.new_token import may_fork, take_token
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.adapter import CausalLMAdapter, Prompt

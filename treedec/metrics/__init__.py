@@ -8,9 +8,9 @@ from treedec.metrics.blocks import GtItem, PredBlock
 from treedec.metrics.edit_distance import EditTally, normalized_edit_distance
 from treedec.metrics.layout import LayoutCounts, iou, layout_counts
 from treedec.metrics.markdown_blocks import markdown_to_blocks
-from treedec.metrics.markdown_checks import markdown_problems
+from treedec.metrics.markdown_blocks import markdown_problems
 from treedec.metrics.normalize import normalize_formula, normalize_text
-from treedec.metrics.page_blocks import page_to_blocks
+from treedec.metrics.blocks import page_to_blocks
 from treedec.metrics.page_score import PageScore, score_page
 from treedec.metrics.quick_match import Match, quick_match
 from treedec.metrics.table_html import normalize_table_html

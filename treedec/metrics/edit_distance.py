@@ -2,7 +2,8 @@
 
 A sample's distance is edits / max(len(gt), len(pred)). A page's figure is the sum of its
 samples' edits over the sum of their max-lengths; the data set's figures are the mean of
-page figures (`page_avg`) and the same ratio over all samples (`whole`).
+page figures (`page_avg`) and the same ratio over all samples (`whole`). `best_window_distance`:
+how well a short string fits somewhere inside a longer one.
 """
 from __future__ import annotations
 
@@ -57,3 +58,12 @@ def whole(tallies: Sequence[EditTally]) -> float | None:
     for t in tallies:
         total.merge(t)
     return total.ratio
+
+
+def best_window_distance(long: str, short: str) -> float | None:
+    """Min over windows of `long` of len(short) of edits(window, short) / len(short);
+    None unless len(long) >= len(short) > 0."""
+    n = len(short)
+    if not (len(long) >= n > 0):
+        return None
+    return min(edit_distance(long[i:i + n], short) for i in range(len(long) - n + 1)) / n

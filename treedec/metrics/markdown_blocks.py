@@ -5,6 +5,7 @@ formulas (`$$...$$`, `\\[...\\]`), pipe tables and fenced code are cut out (each
 by spaces, so offsets stay put); what is left is split into paragraphs at blank lines
 (at single newlines when there is no blank line). Inline `$...$` / `\\(...\\)` math stays
 in its paragraph and is also emitted as an inline formula, as the official tool does.
+`markdown_problems` notes signs of malformed Markdown (it is scored all the same, as read).
 """
 from __future__ import annotations
 
@@ -141,3 +142,21 @@ def markdown_to_blocks(markdown: str) -> list[PredBlock]:
         text = cut(text, out)
     _paragraphs(_unwrap_latex(text), out)
     return sorted(out, key=lambda b: b.position)
+
+
+_TABLE_OPEN, _TABLE_CLOSE = re.compile(r"<table\b", re.I), re.compile(r"</table>", re.I)
+
+
+def markdown_problems(markdown: str) -> list[str]:
+    """Human-readable notes: unbalanced HTML tables, display math or code fences."""
+    problems = []
+    opened, closed = len(_TABLE_OPEN.findall(markdown)), len(_TABLE_CLOSE.findall(markdown))
+    if opened != closed:
+        problems.append(f"unbalanced HTML tables ({opened} <table>, {closed} </table>)")
+    if markdown.count("$$") % 2:
+        problems.append("odd number of $$ delimiters")
+    if markdown.count("\\[") != markdown.count("\\]"):
+        problems.append("unbalanced \\[ \\] delimiters")
+    if len(re.findall(r"^\s*```", markdown, re.M)) % 2:
+        problems.append("unclosed code fence")
+    return problems

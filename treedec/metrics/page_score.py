@@ -8,7 +8,6 @@ from treedec.metrics.edit_distance import EditTally
 from treedec.metrics.gt_items import SCORED_TEXT, gt_pools
 from treedec.metrics.normalize import keep_word_chars, latex_to_unicode
 from treedec.metrics.quick_match import Match, quick_match
-from treedec.metrics.reading_order import order_sequences
 from treedec.metrics.table_html import normalize_table_html
 from treedec.metrics.table_match import TablePair, match_tables
 from treedec.metrics.teds import teds
@@ -81,3 +80,15 @@ def score_page(gt: Page, preds: list[PredBlock]) -> PageScore:
         score.tables.append(table)
         score.table_edit.add(norm_gt, norm_pred)
     return score
+
+
+def order_sequences(matches: list[Match]) -> tuple[list, list]:
+    """(ground-truth orders sorted, the same in predicted order), from text matches: the
+    reading-order edit distance compares the two (Levenshtein over the sequences, divided by
+    the longer length). Unmatched ground truth counts on the ground-truth side only."""
+    text = [m for m in matches if m.gt_category in SCORED_TEXT and m.gt_orders != [""]]
+    paired = sorted(((m.pred_position, m.gt_orders) for m in text if m.pred_position is not None),
+                    key=lambda pm: pm[0])
+    gt = sorted(o for m in text for o in m.gt_orders if o)
+    pred = [o for _, orders in paired for o in orders if o]
+    return gt, pred

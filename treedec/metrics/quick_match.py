@@ -27,7 +27,7 @@ from treedec.metrics.formula_arrays import split_gt_arrays, split_pred_arrays
 from treedec.metrics.gt_items import IGNORED
 from treedec.metrics.normalize import normalize_formula, normalize_text
 from treedec.metrics.split_predictions import CLOSE, join_split_predictions
-from treedec.metrics.substring_distance import best_window_distance
+from treedec.metrics.edit_distance import best_window_distance
 
 TOO_FAR = 0.7  # an assigned pair costlier than this is undone
 FITS_INSIDE = 0.4  # a left-over ground truth this close to a window of a prediction joins it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from treedec.metrics.edit_distance import normalized_edit_distance
-from treedec.metrics.substring_distance import best_window_distance
+from treedec.metrics.edit_distance import best_window_distance
 
 CLOSE = 0.25  # a pair this close is taken as matched and never joined
 FIT = 0.6  # each joined part must fit this well somewhere inside the ground truth

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 from treedec.engine.engine import PageResult, PageState
 from treedec.engine.policy import Fork
-from treedec.engine.rules import may_fork, take_token
+from treedec.engine.new_token import may_fork, take_token
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM, canvas

@@ -2,7 +2,7 @@
 padoc, at a few concurrency levels; pages/s, tokens/s, median steps, P95 latency, whether
 the pages agree, and ratios measured in the same run (a benchmark, not a test).
 
-    python -m treedec.runtimes.bench --model tests/assets/vllm_tiny --pages 16 --concurrency 1 16
+    python experiments/bench_runtimes.py --model tests/assets/vllm_tiny --pages 16 --concurrency 1 16
 
 Pages are synthetic (`--page` takes SynthConfig overrides as JSON; the default is the page
 generator of tests/assets/make_vllm_fixture.py, sized to the checkpoint's images).
@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def figures(res) -> dict:

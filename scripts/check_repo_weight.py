@@ -1,0 +1,57 @@
+"""The repository stays light: no tracked file over 50 MB, and the shipped weights
+(*.safetensors under treedec/assets) under 80 MB in all. Run by the test suite
+(tests/test_repo_weight.py); exits 1 naming each file over a limit.
+
+    python scripts/check_repo_weight.py
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+MB = 1_000_000
+MAX_FILE = 50 * MB
+MAX_WEIGHTS = 80 * MB
+WEIGHTS_UNDER = "treedec/assets/"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tracked_sizes(root: Path = ROOT) -> dict[str, int]:
+    """path -> size in bytes of every file git tracks in `root` (as in the working tree; a
+    tracked file deleted there is left out)."""
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    sizes = {}
+    for name in out.decode().split("\0"):
+        path = root / name
+        if name and path.is_file() and not path.is_symlink():
+            sizes[name] = path.stat().st_size
+    return sizes
+
+
+def problems(sizes: dict[str, int]) -> list[str]:
+    """One line per limit broken."""
+    out = [f"{name}: {size / MB:.1f} MB, over the {MAX_FILE // MB} MB limit for a tracked file"
+           for name, size in sorted(sizes.items()) if size > MAX_FILE]
+    weights = {n: s for n, s in sizes.items() if n.startswith(WEIGHTS_UNDER) and n.endswith(".safetensors")}
+    total = sum(weights.values())
+    if total > MAX_WEIGHTS:
+        out.append(f"shipped weights {total / MB:.1f} MB in all, over the {MAX_WEIGHTS // MB} MB limit: "
+                   + ", ".join(f"{n} {s / MB:.1f} MB" for n, s in sorted(weights.items())))
+    return out
+
+
+def main() -> int:
+    sizes = tracked_sizes()
+    found = problems(sizes)
+    for line in found:
+        print(line)
+    weights = sum(s for n, s in sizes.items() if n.startswith(WEIGHTS_UNDER) and n.endswith(".safetensors"))
+    print(f"{len(sizes)} tracked files, {sum(sizes.values()) / MB:.1f} MB; largest "
+          f"{max(sizes.values(), default=0) / MB:.1f} MB; shipped weights {weights / MB:.1f} MB"
+          + ("" if not found else f"; {len(found)} over a limit"))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The repository stays light (scripts/check_repo_weight.py): a tracked file over 50 MB, or
+shipped weights over 80 MB in all, fails the suite."""
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "check_repo_weight.py"
+spec = importlib.util.spec_from_file_location("check_repo_weight", SCRIPT)
+check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check)
+
+MB = check.MB
+
+
+def test_limits_are_enforced():
+    assert check.problems({"a.py": 10, "treedec/assets/models/tiny/model.safetensors": 22 * MB}) == []
+    big = check.problems({"runs/ckpt.pt": 51 * MB})
+    assert len(big) == 1 and "runs/ckpt.pt: 51.0 MB" in big[0]
+    heavy = check.problems({f"treedec/assets/models/v{i}/model.safetensors": 30 * MB for i in range(3)})
+    assert len(heavy) == 1 and "shipped weights 90.0 MB in all" in heavy[0]
+    assert check.problems({f"tests/assets/m{i}/model.safetensors": 30 * MB for i in range(3)}) == []  # not shipped
+
+
+def test_this_checkout_is_within_the_limits():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    r = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "treedec/assets/models/tiny/training_history.jsonl" not in check.tracked_sizes()
