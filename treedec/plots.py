@@ -72,3 +72,30 @@ def concurrency_curves(rows: Sequence[Mapping], path: str | Path, title: str | N
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+BRANCH_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+                  "#7f7f7f"]
+
+
+def draw_regions(image, blocks, size: tuple[int, int], by_branch: bool, width: int = 560):
+    """A copy of `image` `width` px wide with `blocks`' boxes (in the page's own pixels,
+    `size`) drawn on it: block k in colour k when the page was decoded as branches (block k
+    is content branch k), else all in the first colour; each labelled `k category`."""
+    from PIL import ImageDraw
+
+    view = image.convert("RGB")
+    f = width / view.width
+    view = view.resize((width, max(1, round(view.height * f))))
+    sx, sy = view.width / size[0], view.height / size[1]
+    draw = ImageDraw.Draw(view)
+    for k, b in enumerate(blocks):
+        colour = BRANCH_COLOURS[k % len(BRANCH_COLOURS)] if by_branch else BRANCH_COLOURS[0]
+        x1, y1, x2, y2 = b.bbox
+        box = [x1 * sx, y1 * sy, max(x1 * sx, x2 * sx), max(y1 * sy, y2 * sy)]
+        draw.rectangle(box, outline=colour, width=2)
+        label = f"{k + 1} {b.category}"
+        top = box[1] - 11 if box[1] >= 11 else box[1]  # above the box where there is room: the text stays visible
+        draw.rectangle([box[0], top, box[0] + draw.textlength(label) + 4, top + 11], fill=colour)
+        draw.text((box[0] + 2, top), label, fill="white")
+    return view

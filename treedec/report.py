@@ -1,4 +1,6 @@
-"""A self-contained `report.html`: summary figures, per-page rows, embedded PNG plots."""
+"""A self-contained `report.html`: the strategy beside its baseline first, then plots,
+tables, a look at pages (image with predicted regions, Markdown beside), per-page rows,
+and every figure of summary.json last."""
 from __future__ import annotations
 
 import base64
@@ -6,9 +8,15 @@ import html
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from treedec.report_lead import LeadRow, PageView, lead_table
+
 _STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}th{background:#f3f3f3}
-td:first-child,th:first-child{text-align:left}.flag{color:#b00;text-align:left}img{max-width:100%;margin:1em 0}"""
+td:first-child,th:first-child{text-align:left}.flag{color:#b00;text-align:left}img{max-width:100%;margin:1em 0}
+.alert{background:#fff4d6;border:1px solid #e0b000;padding:.6em 1em}.view{display:flex;gap:1.5em;align-items:flex-start;
+border-top:1px solid #ddd;padding:.8em 0}.view figure{margin:0;flex:0 0 auto}.view img{margin:0;border:1px solid #ccc}
+.view pre{flex:1;white-space:pre-wrap;font-size:12px;background:#fafafa;padding:.6em;max-height:720px;overflow:auto;margin:0}
+table.lead td{font-size:14px}table.lead td.ratio{font-weight:bold}"""
 
 
 def _cell(value: Any) -> str:
@@ -64,20 +72,45 @@ def _image(path: Path) -> str:
     return f"<img alt='{html.escape(Path(path).name)}' src='data:image/png;base64,{data}'>"
 
 
+def _views(views: Sequence[PageView], total: int) -> str:
+    more = f" (the first {len(views)} of {total})" if total > len(views) else ""
+    out = [f"<h2>Pages as parsed{more}</h2>",
+           "<p>Predicted regions drawn on each page, coloured by the branch (stream) that decoded them; one colour: "
+           "the page was decoded as one stream. The page's Markdown beside it.</p>"]
+    for v in views:
+        flags = f"<p class='flag'>{html.escape('; '.join(v.flags))}</p>" if v.flags else ""
+        img = (f"<img alt='{html.escape(v.name)}' src='data:image/jpeg;base64,{v.jpeg_b64}'>" if v.jpeg_b64
+               else "<p class='flag'>no image</p>")
+        out.append(f"<div class='view' id='page-{html.escape(v.name)}'><figure>{img}<figcaption>{html.escape(v.name)}"
+                   f"</figcaption></figure><div style='flex:1'>{flags}<pre>{html.escape(v.markdown) or '(empty)'}</pre>"
+                   "</div></div>")
+    return "".join(out)
+
+
 def write_report(out_dir: str | Path, summary: Mapping[str, Any], per_page: Mapping[str, Mapping[str, Any]],
                  plots: Sequence[Path], title: str = "treedec report",
-                 tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, notes: Sequence[str] = ()) -> Path:
-    """Write `out_dir/report.html` (no external files: plots are embedded) and return its path.
-    `tables`: titled lists of records (e.g. `by_concurrency`), after the summary; `notes`:
-    one-line remarks under the plots. The pages section is left out when `per_page` is empty."""
-    body = [f"<h1>{html.escape(title)}</h1>", "<h2>Summary</h2>", _summary_table(summary)]
+                 tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, notes: Sequence[str] = (),
+                 lead: Sequence[LeadRow] = (), lead_names: tuple[str, str | None] = ("", None),
+                 alerts: Sequence[str] = (), views: Sequence[PageView] = ()) -> Path:
+    """Write `out_dir/report.html` (no external files: plots and pages are embedded) and
+    return its path. `alerts`: boxed remarks at the top; `lead`: the strategy beside its
+    baseline (`lead_names`), first; `tables`: titled lists of records (e.g.
+    `by_concurrency`) after the plots; `notes`: one-line remarks under the plots; `views`:
+    pages drawn with their regions and Markdown. The pages section is left out when
+    `per_page` is empty; every scalar of `summary` comes last."""
+    body = [f"<h1>{html.escape(title)}</h1>", *(f"<p class='alert'>{html.escape(a)}</p>" for a in alerts)]
+    if lead:
+        body += [lead_table(lead, *lead_names)]
+    if plots or notes:
+        body += ["<h2>Plots</h2>", *(_image(p) for p in plots), *(f"<p>{html.escape(n)}</p>" for n in notes)]
     for name, rows in (tables or {}).items():
         if rows:
             body += [f"<h2>{html.escape(name)}</h2>", _rows_table(rows)]
-    if plots or notes:
-        body += ["<h2>Plots</h2>", *(_image(p) for p in plots), *(f"<p>{html.escape(n)}</p>" for n in notes)]
+    if views:
+        body += [_views(views, len(per_page) or len(views))]
     if per_page:
         body += [f"<h2>Pages ({len(per_page)})</h2>", _page_table(per_page)]
+    body += ["<h2>All figures (summary.json)</h2>", _summary_table(summary)]
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body>{''.join(body)}</body></html>")
     path = Path(out_dir) / "report.html"

@@ -15,7 +15,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from treedec.commands.run_inputs import check_some_readable, documents_of, input_figures, interrupted, model_notes
+from treedec.commands.run_inputs import (check_some_readable, documents_of, input_figures, interrupted, model_notes,
+                                         page_views)
 from treedec.data import open_dataset
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
@@ -26,6 +27,7 @@ from treedec.models.vlm import SHIPPED
 from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
+from treedec.report_lead import lead_rows
 from treedec.runner import RunResult, parse_pages
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
 from treedec.strategies.base import build_strategy
@@ -109,8 +111,8 @@ def main(cfg, out: RunOutput) -> dict:
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
-    notes = model_notes(cfg)
-    for note in notes:
+    alerts = model_notes(cfg)  # said once, on stderr, in summary.json and at the top of the report
+    for note in alerts:
         print(f"note: {note}", file=sys.stderr)
     strategies = [cfg.strategy] + ([{"name": cfg.compare}] if cfg.compare else [])
     names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
@@ -151,12 +153,13 @@ def main(cfg, out: RunOutput) -> dict:
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
     summary["by_concurrency"] = by_level
-    if notes:
-        summary["notes"] = list(notes)
+    if alerts:
+        summary["notes"] = alerts
     write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in main_res.records})
     plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
     plot_steps(results, plots[0])
     plot_timelines(main_res, int(cfg.timelines), plots[1])
+    notes = []
     if len(levels) > 1:
         plots.append(concurrency_curves(by_level, out.dir / "concurrency.png",
                                         f"{len(samples)} pages at each level, same process"))
@@ -168,8 +171,10 @@ def main(cfg, out: RunOutput) -> dict:
         _print_levels(by_level)
     per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
     write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
-                 title=f"treedec run: {cfg.strategy.name}", notes=notes,
-                 tables={"Throughput and latency by concurrency": by_level})
+                 title=f"treedec run: {cfg.strategy.name} on {len(samples)} pages", notes=notes,
+                 tables={"Throughput and latency by concurrency": by_level}, alerts=alerts,
+                 lead=lead_rows(summary), lead_names=(cfg.strategy.name, cfg.compare),
+                 views=page_views(samples, {r.name: r for r in main_res.records}, cfg.get("report_pages", 12)))
     check_some_readable(out, summary)
     return summary
 

@@ -2,12 +2,19 @@
 default model on real pages, and the summary of an interrupted run."""
 from __future__ import annotations
 
+import base64
+import io
+import itertools
 import sys
 from typing import Any, Mapping, Sequence
 
 from treedec.data import FilesDataset
 from treedec.errors import UserError
 from treedec.io.documents import write_documents
+from treedec.io.markdown import page_to_markdown
+from treedec.plots import draw_regions
+from treedec.report_lead import PageView
+from treedec.runner import sample_size
 
 MAX_LISTED = 200  # skipped files named in summary.json (the count is always there)
 
@@ -59,3 +66,21 @@ def interrupted(cfg, out, samples, written: Mapping[str, Any]) -> None:
     print(f"\ninterrupted: {len(records)} of {len(samples)} pages done and written to {out.dir}/pages; "
           f"summary in {out.dir}/summary.json", file=sys.stderr)
     raise SystemExit(130)
+
+
+def page_views(samples, records: Mapping[str, Any], n: int) -> list[PageView]:
+    """The first `n` pages as the report shows them: read again (lazily), predicted regions
+    drawn on the image (coloured by branch), with the Markdown and the flags."""
+    views = []
+    for s in itertools.islice(iter(samples), max(0, int(n))):
+        rec = records.get(s.name)
+        if rec is None:
+            continue
+        jpeg = None
+        if s.image is not None:
+            buf = io.BytesIO()
+            draw_regions(s.image, rec.page.blocks, sample_size(s), by_branch=rec.streams > 1).save(buf, "JPEG",
+                                                                                                  quality=80)
+            jpeg = base64.b64encode(buf.getvalue()).decode("ascii")
+        views.append(PageView(s.name, jpeg, page_to_markdown(rec.page).strip(), list(rec.flags)))
+    return views

@@ -1,0 +1,77 @@
+"""report.html's structure: the strategy beside its baseline first (rounded ratios), plots,
+pages drawn with their regions coloured by branch and their Markdown, raw figures last.
+(No browser here: headless Chromium is not installed, so the HTML is checked as a tree.)"""
+import base64
+import io
+
+from bs4 import BeautifulSoup
+from PIL import Image
+
+from treedec.page import Block
+from treedec.plots import BRANCH_COLOURS, draw_regions
+from treedec.report import write_report
+from treedec.report_lead import PageView, lead_rows
+
+SUMMARY = {"strategy": "padoc", "pages": 2, "text_edit": 0.03312, "layout_f1": 0.9712, "median_steps": 64.0,
+           "pages_per_s": 1.2345, "p95_latency_s": 3.2109, "steps_ratio": 1.5625, "throughput_ratio": 1.4444,
+           "p95_ratio": 1.2,
+           "baseline": {"strategy": "sequential", "text_edit": 0.0331, "layout_f1": 0.97, "median_steps": 100.0,
+                        "pages_per_s": 0.85, "p95_latency_s": 3.85}}
+
+
+def _rgb(hex_colour):
+    return tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def test_regions_are_drawn_in_the_colour_of_their_branch():
+    page = Image.new("RGB", (1000, 2000), "white")
+    blocks = [Block("text_block", (100, 100, 900, 500)), Block("title", (100, 1000, 900, 1500))]
+    tree = draw_regions(page, blocks, (1000, 2000), by_branch=True, width=500)
+    flat = draw_regions(page, blocks, (1000, 2000), by_branch=False, width=500)
+    assert tree.size == (500, 1000)
+    assert tree.getpixel((250, 500)) == _rgb(BRANCH_COLOURS[1])  # block 2's top edge at y=1000/2
+    assert flat.getpixel((250, 500)) == _rgb(BRANCH_COLOURS[0])
+    assert tree.getpixel((250, 50)) == _rgb(BRANCH_COLOURS[0]) and tree.getpixel((250, 150)) == (255, 255, 255)
+    half = draw_regions(Image.new("RGB", (500, 1000), "white"), blocks, (1000, 2000), by_branch=True, width=500)
+    assert half.getpixel((250, 500)) == _rgb(BRANCH_COLOURS[1])  # a downscaled page: boxes still in page pixels
+
+
+def test_report_leads_with_the_comparison_then_plots_pages_and_raw_figures_last(tmp_path):
+    png = tmp_path / "steps_hist.png"
+    Image.new("RGB", (20, 10), "white").save(png)
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 50), "white").save(buf, "JPEG")
+    views = [PageView("doc.p001", base64.b64encode(buf.getvalue()).decode(), "# Title <x>\n\nbody", []),
+             PageView("zero", None, "", ["unreadable: empty file (0 bytes)"])]
+    per_page = {"doc.p001": {"steps": 3, "flags": []}, "zero": {"steps": 0, "flags": ["unreadable: empty file"]},
+                "more": {"steps": 1, "flags": []}}
+    path = write_report(tmp_path, SUMMARY, per_page, [png], title="treedec run", lead=lead_rows(SUMMARY),
+                        lead_names=("padoc", "sequential"), alerts=["the default model reads synthetic pages only"],
+                        views=views, notes=["one level"])
+    soup = BeautifulSoup(path.read_text(), "html.parser")
+    body = [el for el in soup.body.children if el.name]
+    assert [el.name for el in body[:3]] == ["h1", "p", "table"] and "alert" in body[1]["class"]
+    assert "lead" in body[2]["class"]
+    heads = [h.get_text() for h in soup.find_all("h2")]
+    assert heads == ["Plots", "Pages as parsed (the first 2 of 3)", "Pages (3)", "All figures (summary.json)"]
+    rows = [[td.get_text() for td in tr.find_all(["td", "th"])] for tr in body[2].find_all("tr")]
+    assert rows[0] == ["figure", "padoc", "sequential (baseline)", "ratio (> 1: padoc better)"]
+    assert rows[1] == ["text edit distance (lower is better)", "0.033", "0.033", "1.00x"]
+    assert rows[3] == ["critical-path steps per page (median)", "64", "100", "1.56x"]
+    assert rows[4] == ["pages/s", "1.23", "0.85", "1.44x"] and rows[5][3] == "1.20x"
+    views_html = soup.find_all("div", class_="view")
+    assert len(views_html) == 2
+    first = views_html[0]
+    assert first.find("img")["src"].startswith("data:image/jpeg;base64,") and "# Title <x>" in first.find("pre").text
+    assert "empty file" in views_html[1].get_text() and views_html[1].find("img") is None
+    raw = soup.find_all("table")[-1].get_text()
+    assert "baseline.pages_per_s" in raw  # every scalar, last
+
+
+def test_without_a_baseline_the_lead_table_says_how_to_get_one(tmp_path):
+    s = {k: v for k, v in SUMMARY.items() if k not in ("baseline", "steps_ratio", "throughput_ratio", "p95_ratio")}
+    soup = BeautifulSoup(write_report(tmp_path, s, {}, [], lead=lead_rows(s), lead_names=("padoc", None))
+                         .read_text(), "html.parser")
+    lead = soup.find("table", class_="lead")
+    assert [th.get_text() for th in lead.find_all("th")] == ["figure", "padoc"]
+    assert "compare=sequential" in lead.find_next("p").get_text()
