@@ -59,6 +59,7 @@ class RunResult:
     records: list[PageRecord]
     wall_s: float
     forward_passes: int
+    attention: dict[str, Any] = field(default_factory=dict)  # the engine's padding waste (AttentionStats.figures)
 
 
 def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig,
@@ -85,7 +86,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
             records[name].steps += extra.get("stage1_steps", 0)
             records[name].extra = extra
     wall = time.perf_counter() - (t_start if before else t0)
-    return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes)
+    return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes,
+                     engine.attention_stats.figures())
 
 
 def split_readable(samples: Iterable[Sample], prepare) -> tuple[dict[str, "PageRecord"], list[tuple[str, Any, Sample]]]:
