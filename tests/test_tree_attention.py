@@ -74,8 +74,8 @@ def test_packing_matches_the_graph():
 
 
 # --- the autograd Function itself, on random q/k/v -------------------------------------------------
-from treedec.models import attention as A  # noqa: E402
-from treedec.models.attention import Segment, TreeLayout, tree_attention  # noqa: E402
+from treedec.models import tree_attention as A  # noqa: E402
+from treedec.models.tree_attention import Segment, TreeLayout, tree_attention  # noqa: E402
 
 
 def random_layout(rng: random.Random, n_seg: int) -> TreeLayout:

@@ -61,6 +61,7 @@ class RunResult:
     records: list[PageRecord]
     wall_s: float
     forward_passes: int
+    attention: dict[str, Any] = field(default_factory=dict)  # the engine's padding waste (AttentionStats.figures)
 
 
 def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig,
@@ -103,7 +104,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     finally:
         bar.close()
     wall = time.perf_counter() - (t_start if before else t0)
-    return RunResult(strategy.name, [records[n] for n in names], wall, engine.forward_passes)
+    return RunResult(strategy.name, [records[n] for n in names], wall, engine.forward_passes,
+                     engine.attention_stats.figures())
 
 
 def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None]

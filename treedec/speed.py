@@ -31,6 +31,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "p50_latency_s": float(np.percentile(lat, 50)) if lat else None,
         "p95_latency_s": float(np.percentile(lat, 95)) if lat else None,
         "forward_passes": res.forward_passes, "wall_s": res.wall_s,
+        **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step
     }
 
 

@@ -9,7 +9,6 @@ flagged, never dropped.
 """
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -20,11 +19,10 @@ from treedec.engine.draft import DraftTree, Verdict
 from treedec.engine.kv import KVArena
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
+from treedec.engine.step_attention import AttentionStats, Span, dense_mask, page_batch, page_sizes, page_slots
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.adapter import CausalLMAdapter, Prompt
-
-NEG_INF = float("-inf")
 
 
 @dataclass
@@ -35,13 +33,13 @@ class EngineConfig:
     max_branches: int = 512  # streams per page
     compact_min: int = 2048  # compact the arena when it has this many slots ...
     compact_ratio: float = 0.5  # ... and this fraction of them is free
-    # attention of a step: dense (one mask over the whole arena) | blocked (each page's rows against its own KV,
-    # as one padded batch) | auto: blocked when the step has at least `blocked_rows` rows per page (drafts), where it
-    # is cheaper (experiments/bench_attention_step.py, 16 pages x 400 slots, 2 CPU threads, dense vs blocked ms:
-    # 1 row each 11.6-13.2 vs 12.1-29.4, 4: 23.2-25.2 vs 30.5-33.1, 8: 39.0 vs 39.7, 16: 57.5-64.6 vs 45.5-51.9;
-    # whole padoc_hsd runs, 16 in flight: blocked 1.2x the pages/s of dense)
+    # attention of a step: dense (one mask over the whole arena: every row pays for every page's KV) | blocked (each
+    # page's rows against its own KV, pages in buckets of similar rows and keys; treedec.engine.step_attention) |
+    # auto: blocked when the dense mask would hand the kernel more than `dense_waste` x the real score elements
+    # (each page's rows x its own keys): with P pages in flight that waste is about P
     attention: str = "auto"
-    blocked_rows: float = 4.0
+    dense_waste: float = 4.0
+    bucket_ratio: float = 0.5  # blocked: a page joins a bucket from this fraction of its rows and keys (0: one batch)
 
 
 @dataclass
@@ -103,6 +101,7 @@ class Engine:
         if self.cfg.attention not in ("auto", "blocked", "dense"):
             raise UserError(f"runtime.attention must be auto, blocked or dense, got {self.cfg.attention!r}")
         self._blocks = self.cfg.attention != "dense" and getattr(model, "supports_blocks", False)
+        self.attention_stats = AttentionStats()
 
     # ------------------------------------------------------------------ public
     def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageResult], None] | None = None
@@ -161,7 +160,7 @@ class Engine:
         n_new = sum(len(p.graph[sid].tokens) - i + (len(t) if t else 0) for p, sid, i, t in work)
         ids = torch.empty(n_new, dtype=torch.long)
         pos = torch.empty(n_new, dtype=torch.long)
-        mask = torch.full((n_new, base + n_new), NEG_INF)
+        spans: list[Span] = []
         keep: list[int] = []  # rows whose logits are read: each stream's last pending token, then its draft nodes
         draft_slots: list[list[int]] = []
         row = 0
@@ -172,25 +171,25 @@ class Engine:
             ids[row:row + n] = torch.tensor(s.tokens[first:])
             pos[row:row + n] = torch.arange(s.start_pos + first, s.start_pos + len(s.tokens)) + page.offset
             vis = torch.cat([page.anc[sid], torch.tensor(page.slots[sid], dtype=torch.long)])
-            block = mask[row:row + n + d]
-            block.index_fill_(1, vis, 0.0)
-            new = base + row
-            block[:n, new:new + n] = torch.triu(torch.full((n, n), NEG_INF), diagonal=1)
-            block[n:, new:new + n] = 0.0  # draft nodes see every pending token ...
-            if tree:  # ... and their own ancestors in the draft tree
+            spans.append(Span(page.pid, row, n, tree, vis))
+            if tree:
                 ids[row + n:row + n + d] = torch.tensor(tree.tokens)
                 pos[row + n:row + n + d] = s.start_pos + len(s.tokens) - 1 + page.offset + torch.tensor(tree.depths())
-                block[n:, new + n:new + n + d] = torch.zeros(d, d).masked_fill(~tree.ancestor_mask(), NEG_INF)
             slots = self.arena.reserve(n + d, page.pid)
             page.slots[sid].extend(slots[:n])
             draft_slots.append(slots[n:])
             keep.extend(range(row + n - 1, row + n + d))
             row += n + d
-        if self._use_blocks(work, n_new):
-            logits = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep),
-                                     pages=self._page_blocks(work, mask, base))
+        owned = page_slots(self.arena.owner, base)
+        real = sum(r * k for r, k in page_sizes(spans, owned))
+        if self._use_blocks(spans, real, n_new * (base + n_new)):
+            pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
+            self.attention_stats.add(real, pages.padded, len(pages.buckets))
+            logits = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep), pages=pages)
         else:
-            logits = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep))
+            self.attention_stats.add(real, n_new * (base + n_new))
+            logits = self.model.step(ids, pos, dense_mask(spans, base, n_new), self.arena.cache,
+                                     keep=torch.tensor(keep))
         self.forward_passes += 1
         touched: dict[int, list[int]] = {}
         at = 0
@@ -213,26 +212,10 @@ class Engine:
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
 
-    def _use_blocks(self, work, n_new: int) -> bool:
-        if not self._blocks or work[0][0] is work[-1][0]:  # one page: the dense mask is its block
+    def _use_blocks(self, spans: list[Span], real: int, dense: int) -> bool:
+        if not self._blocks or spans[0].page == spans[-1].page:  # one page: the dense mask is its block
             return False
-        pages = len({p.pid for p, _, _, _ in work})
-        return self.cfg.attention == "blocked" or n_new >= self.cfg.blocked_rows * pages
-
-    def _page_blocks(self, work, mask: torch.Tensor, base: int):
-        """This step's rows grouped by page (contiguous: work is gathered page by page), each
-        with the keys it may see (its slots in the arena, then its new rows) and that slice
-        of `mask`, as one padded batch."""
-        from treedec.models.attention import PageBatch
-
-        owner = torch.tensor(self.arena.owner[:base], dtype=torch.long)
-        groups, row = [], 0
-        for page, group in itertools.groupby(work, key=lambda w: w[0].pid):
-            n = sum(len(p.graph[sid].tokens) - first + (len(t) if t else 0) for p, sid, first, t in group)
-            keys = torch.cat([(owner == page).nonzero().flatten(), torch.arange(base + row, base + row + n)])
-            groups.append((torch.arange(row, row + n), keys, mask[row:row + n].index_select(1, keys)))
-            row += n
-        return PageBatch.build(groups)
+        return self.cfg.attention == "blocked" or dense > self.cfg.dense_waste * real
 
     def _choose(self, page: _Page, sid: int, tree: DraftTree | None, logits: torch.Tensor) -> list[int]:
         """Greedy token after the stream's last token (row 0) and after each draft node."""

@@ -1,0 +1,99 @@
+"""Page-blocked attention in buckets: same pages as the dense mask and the one-batch layout."""
+import random
+
+import pytest
+import torch
+
+from treedec.engine.draft import DraftTree
+from treedec.engine.engine import Engine, EngineConfig
+from treedec.models.adapter import CausalLMAdapter
+from treedec.models.page_attention import buckets_of
+from treedec.strategies.base import STRATEGIES
+
+from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 0.75])
+def test_buckets_hold_every_page_once_and_bound_the_padding(seed, ratio):
+    rng = random.Random(seed)
+    sizes = [(rng.choice([1, 1, 2, 3, 16]), rng.randint(5, 900)) for _ in range(rng.randint(1, 40))]
+    buckets = buckets_of(sizes, ratio)
+    assert sorted(i for b in buckets for i in b) == list(range(len(sizes)))
+    if ratio == 0.0:
+        assert len(buckets) == 1
+    for b in buckets:
+        R, K = max(sizes[i][0] for i in b), max(sizes[i][1] for i in b)
+        assert all(sizes[i][0] >= ratio * R and sizes[i][1] >= ratio * K for i in b)
+
+
+class PerPrompt:
+    """Route each page's context to its own forced plan (the prompt identifies the page)."""
+
+    def __init__(self, prompts, procs):
+        self.plans = list(zip(prompts, procs))
+
+    def __call__(self, ids, scores):
+        for p, proc in self.plans:
+            if ids[0, :len(p.ids)].tolist() == p.ids:
+                return proc(ids, scores)
+        raise AssertionError("unknown page")
+
+
+class Replay:
+    """Drafts a stream's continuation from a reference run (same page, same stream id),
+    its last node wrong, plus a wrong sibling: some nodes accepted, some rejected."""
+
+    def __init__(self, reference: dict[str, list[list[int]]]):
+        self.ref = reference
+
+    def __call__(self, graph, sid, sample):
+        s = graph[sid]
+        ref = self.ref[sample][sid] if sid < len(self.ref[sample]) else []
+        true = ref[len(s.tokens):len(s.tokens) + 2]
+        if ref[:len(s.tokens)] != s.tokens or len(true) < 2:
+            return None
+        return DraftTree(true + [TOK.pad_id, TOK.pad_id], [-1, 0, 1, -1])
+
+
+def _decode(model, prompts, procs, attention, ratio, drafts=None):
+    eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK),
+                 EngineConfig(max_pages=5, attention=attention, bucket_ratio=ratio, compact_min=64, compact_ratio=0.3),
+                 [PerPrompt(prompts, procs)])
+    if drafts is not None:
+        eng.policy.draft = drafts
+    logits = []
+    step = eng.model.step
+    eng.model.step = lambda *a, **k: logits.append(step(*a, **k)) or logits[-1]
+    res = {r.name: r for r in eng.run([(f"p{i}", p, f"p{i}") for i, p in enumerate(prompts)])}
+    return eng, [res[f"p{i}"] for i in range(len(prompts))], logits
+
+
+def test_attention_layouts_decode_the_same_pages():
+    """dense, the former one-batch blocked layout (ratio 0) and buckets give the same token
+    ids on pages of mixed KV length and stream count, joining and leaving mid-run, with
+    draft trees on some streams (accepted and rejected); logits step by step agree."""
+    model = tiny_llama(11)
+    prompts = [prompt(s, n=4 + 9 * (s % 4)) for s in range(9)]
+    procs = [ForcedTree(len(p.ids), 1 + s % 4, [3 + 2 * s, 5, 9, 2]) for s, p in enumerate(prompts)]
+    _, plain, _ = _decode(model, prompts, procs, "dense", 0.5)
+    reference = {r.name: [s.tokens for s in r.graph.streams] for r in plain}
+    drafts = Replay(reference)
+    runs = {}
+    for attention, ratio in [("dense", 0.5), ("blocked", 0.0), ("blocked", 0.5), ("auto", 0.5)]:
+        runs[attention, ratio] = _decode(model, prompts, procs, attention, ratio, drafts)
+    tokens = {k: [[s.tokens for s in r.graph.streams] for r in res] for k, (_, res, _) in runs.items()}
+    for k in tokens:
+        assert tokens[k] == [reference[f"p{i}"] for i in range(len(prompts))], k
+    eng, res, dense_logits = runs["dense", 0.5]
+    assert sum(r.accepted for r in res) > 0 and sum(r.drafted - r.accepted for r in res) > 0
+    for k in [("blocked", 0.0), ("blocked", 0.5)]:
+        assert len(runs[k][2]) == len(dense_logits)
+        for a, b in zip(dense_logits, runs[k][2]):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    one, buckets = runs["blocked", 0.0][0].attention_stats, runs["blocked", 0.5][0].attention_stats
+    dense = eng.attention_stats
+    assert one.real == buckets.real == dense.real > 0
+    assert buckets.buckets > buckets.blocked_steps  # some steps really were cut into several buckets
+    assert dense.padded > one.padded > buckets.padded  # and padding fell
+    assert dense.blocked_steps == 0 and buckets.blocked_steps > 0
