@@ -47,11 +47,12 @@ def test_each_job_against_its_sweeps_baseline(sweeps):
 
 def test_explicit_baseline_and_mistakes(sweeps, tmp_path):
     a, _ = sweeps
-    rows, _, _ = table(load_jobs([str(a)]), "data.pages=2")
+    rows, _, _ = table(load_jobs([str(a)]), "data.pages:2")
     pad4 = next(r for r in rows if r["strategy"] == "padoc" and r["data.pages"] == "4")
     assert pad4["baseline"] == "data.pages=2" and pad4["median_steps_vs_baseline"] == pytest.approx(0.5)
-    with pytest.raises(UserError, match="KEY=VALUE"):
-        table(load_jobs([str(a)]), "sequential")
+    assert table(load_jobs([str(a)]), "padoc")[0][0]["baseline"] == "strategy=padoc"
+    with pytest.raises(UserError, match="KEY:VALUE"):
+        table(load_jobs([str(a)]), ":2")
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no finished job"):
         load_jobs([str(tmp_path / "empty")])

@@ -10,7 +10,7 @@ from treedec.engine.engine import Engine
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter
 from treedec.serialize import page_to_flat
-from treedec.strategies.base import STRATEGIES, build_strategy
+from treedec.strategies.base import STRATEGIES, build_strategy, default_config
 
 from engine_helpers import TOK, ForcedRows, prompt, tiny_llama
 from test_engine import hf_greedy
@@ -20,6 +20,9 @@ CONF = Path(treedec.__file__).parent / "conf" / "strategy"
 
 def test_every_strategy_has_a_config_and_every_config_binds():
     configs = {p.stem: OmegaConf.load(p) for p in CONF.glob("*.yaml")}
+    plugins = set(STRATEGIES.names()) - set(configs)  # the top-level strategies/ folder: configs from the factory
+    assert {"table_rows", "padoc_rows", "table_cells"} <= plugins
+    configs.update({name: OmegaConf.create(default_config(name)) for name in plugins})
     assert set(configs) == set(STRATEGIES.names())
     for name, cfg in configs.items():
         assert cfg.name == name
@@ -34,7 +37,7 @@ def test_unknown_strategy_or_key_is_a_user_error():
         build_strategy({"name": "hsd", "window": 4}, TOK)
 
 
-@pytest.mark.parametrize("name", ["sequential", "padoc", "padoc_rows"])
+@pytest.mark.parametrize("name", ["sequential", "padoc", "padoc_rows", "table_rows", "table_cells"])
 def test_targets_splice_back_to_the_flat_form(name, synth_pages):
     strategy = STRATEGIES.get(name)(TOK)
     for page in synth_pages[:30]:

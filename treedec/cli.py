@@ -29,8 +29,12 @@ def _conf_dir():
 
 def groups() -> dict[str, list[str]]:
     """Config groups (folders of treedec/conf) and their options."""
-    return {d.name: sorted(f.name[:-5] for f in d.iterdir() if f.name.endswith(".yaml"))
-            for d in _conf_dir().iterdir() if d.is_dir() and not d.name.startswith("_")}
+    from treedec.conf import plugin_strategies
+
+    found = {d.name: sorted(f.name[:-5] for f in d.iterdir() if f.name.endswith(".yaml"))
+             for d in _conf_dir().iterdir() if d.is_dir() and not d.name.startswith("_")}
+    found["strategy"] = sorted([*found["strategy"], *plugin_strategies()])  # + the fork-rule plug-ins
+    return found
 
 
 def listing() -> str:

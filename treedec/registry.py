@@ -1,10 +1,14 @@
 """A registry of named components (strategies, fork rules): one decorator registers,
-duplicates are refused, unknown names get a "did you mean", and third-party packages
-register through an entry-point group."""
+duplicates are refused, unknown names get a "did you mean"; plug-ins register from files of
+plug-in folders (loaded by path, under a module name of their own, so that no other
+`strategies` package on sys.path is imported instead) and from installed packages through an
+entry-point group."""
 from __future__ import annotations
 
 import difflib
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Callable, Generic, TypeVar
 
 from treedec.errors import UserError
@@ -13,8 +17,9 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, entry_point_group: str, builtin_package: str):
-        self.kind, self.group, self.package = kind, entry_point_group, builtin_package
+    def __init__(self, kind: str, entry_point_group: str, builtin_package: str,
+                 folders: Callable[[], list[Path]] = list):
+        self.kind, self.group, self.package, self.folders = kind, entry_point_group, builtin_package, folders
         self._items: dict[str, T] = {}
         self._loaded = False
 
@@ -37,6 +42,10 @@ class Registry(Generic[T]):
         pkg = importlib.import_module(self.package)
         for mod in pkgutil.iter_modules(pkg.__path__):
             importlib.import_module(f"{self.package}.{mod.name}")
+        for folder in self.folders():
+            for path in sorted(Path(folder).glob("*.py")):
+                if not path.name.startswith("_"):
+                    _load_file(path, f"treedec_plugins.{self.group.rpartition('.')[2]}.{path.stem}")
         for ep in entry_points(group=self.group):
             ep.load()  # the plug-in module registers itself on import
 
@@ -51,3 +60,17 @@ class Registry(Generic[T]):
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UserError(f"unknown {self.kind} {name!r}{hint}; known: {', '.join(sorted(self._items))}")
         return self._items[name]
+
+
+def _load_file(path: Path, module: str) -> None:
+    """Import the plug-in file `path` as `module` (it registers itself)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(module, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        del sys.modules[module]
+        raise UserError(f"plug-in {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None

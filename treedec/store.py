@@ -31,9 +31,9 @@ _WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth", ".json")  # weights and 
 _CODE = Path(__file__).resolve().parent
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, cwd: Path = _CODE) -> str | None:
     try:
-        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=20, cwd=_CODE)
+        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=20, cwd=cwd)
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout if r.returncode == 0 else None
@@ -56,8 +56,8 @@ def code_version() -> dict[str, Any]:
         return {"package": libs.get("treedec"), "libraries": libs}
     top = Path(_git("rev-parse", "--show-toplevel").strip())
     paths = [p for p in ("treedec", "strategies") if (top / p).is_dir()]
-    diff = hashlib.sha256((_git("diff", "HEAD", "--binary", "--", *paths) or "").encode())
-    for name in sorted((_git("ls-files", "--others", "--exclude-standard", "--", *paths) or "").split()):
+    diff = hashlib.sha256((_git("diff", "HEAD", "--binary", "--", *paths, cwd=top) or "").encode())
+    for name in sorted((_git("ls-files", "--others", "--exclude-standard", "--", *paths, cwd=top) or "").splitlines()):
         if name.endswith(".py") or name.endswith(".yaml"):
             diff.update(name.encode() + (top / name).read_bytes())
     dirty = diff.hexdigest() if diff.digest() != hashlib.sha256(b"").digest() else None

@@ -1,11 +1,12 @@
-"""`python -m treedec compare runs=DIR [runs=[A,B]] [baseline=KEY=VALUE] [out=DIR]`: one table
+"""`python -m treedec compare runs=DIR [runs=[A,B]] [baseline=STRATEGY|KEY:VALUE] [out=DIR]`: one table
 across the finished jobs of one or several sweeps, read from their `result.json` files
 (the results store: no model is loaded, nothing is decoded).
 
 Columns: the sweep (when several), the keys swept in it (those whose value differs between
 its jobs), the strategy, then each figure with its ratio against the job's baseline. The
 baseline of a job is the job of the same sweep whose KEY is VALUE and whose other swept keys
-are equal (`baseline=strategy=sequential` by default when a sweep holds a sequential job);
+are equal (`baseline=padoc` means strategy padoc, `baseline=data.pages:100` another key's
+value; default: the sequential job, when a sweep holds one);
 where there is none, a `run compare=X` job's own in-process baseline. Ratios read "> 1 is
 better": steps, depth and latency baseline / job, pages/s and accepted per step job /
 baseline; quality figures as a difference job - baseline."""
@@ -65,10 +66,10 @@ def swept_keys(jobs: list[dict]) -> list[str]:
 
 def _baseline_rule(text: str | None, jobs: list[dict]) -> tuple[str, str] | None:
     if text:
-        key, sep, value = str(text).partition("=")
-        if not sep or not key:
-            raise UserError(f"baseline must be KEY=VALUE, e.g. baseline=strategy=sequential; got {text!r}")
-        return key, value
+        key, sep, value = str(text).rpartition(":")
+        if sep and not key:
+            raise UserError(f"baseline must be a strategy or KEY:VALUE, e.g. baseline=data.pages:100; got {text!r}")
+        return (key, value) if sep else ("strategy", value)
     if any(j["params"].get("strategy") == "sequential" for j in jobs):
         return "strategy", "sequential"
     return None
@@ -169,8 +170,8 @@ def main(cfg, out: RunOutput) -> dict:
     png = plot(rows, keys, figures, out.dir / "compare.png")
     notes = ["Ratios against each job's baseline, > 1 better: steps, depth and latency baseline / job; pages/s and "
              "accepted per step job / baseline; quality figures as job - baseline.",
-             "Baseline: the job of the same sweep with " + (f"{cfg.baseline}" if cfg.get("baseline") else
-                                                            "strategy=sequential") +
+             "Baseline: the job of the same sweep with " + ("=".join(_baseline_rule(cfg.baseline, jobs))
+                                                            if cfg.get("baseline") else "strategy=sequential") +
              " and the same other swept keys; else a `run compare=X` job's own baseline."]
     write_report(out.dir, {"jobs": len(rows), "sweeps": len(roots)}, {}, [png] if png else [],
                  title="treedec compare", tables={"Jobs": rows}, notes=notes)

@@ -24,3 +24,22 @@ def register_schemas() -> None:
     cs.store(group="schema", name="synth_page", node=_unset(SynthConfig, "SynthPage"))
     cs.store(group="schema", name="vlm_spec", node=VLMSpec)
     cs.store(group="schema", name="train", node=TrainConfig)
+    register_plugin_strategies()
+
+
+def plugin_strategies() -> list[str]:
+    """Registered strategies without a YAML file here (plug-ins: top-level strategies/, entry points)."""
+    from pathlib import Path
+
+    from treedec.strategies.base import STRATEGIES
+
+    files = {p.stem for p in (Path(__file__).parent / "strategy").glob("*.yaml")}
+    return [n for n in STRATEGIES.names() if n not in files]
+
+
+def register_plugin_strategies() -> None:
+    """`strategy=NAME` for every plug-in: its config is its factory's defaults."""
+    from treedec.strategies.base import default_config
+
+    for name in plugin_strategies():
+        ConfigStore.instance().store(group="strategy", name=name, node=default_config(name))

@@ -4,7 +4,9 @@ subclassed: a new strategy is one small file registering a factory."""
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from treedec.engine.draft import Drafter, DraftTree, Verdict, accept_greedy
@@ -20,7 +22,25 @@ ForkRule = Callable[[DecodingGraph, int, int, Tokenizer], list[Fork]]
 Target = Callable[[Page, Tokenizer, list[int]], DecodingGraph]
 """(page, tokenizer, prompt ids) -> the page's ground truth as a decoding graph."""
 
-STRATEGIES: Registry[Callable[..., "Strategy"]] = Registry("strategy", "treedec.strategies", "treedec.strategies")
+
+
+def plugin_folders() -> list[Path]:
+    """Folders of fork-rule files: the repository's top-level `strategies/` (beside the package,
+    in a checkout or an editable install) and those in TREEDEC_STRATEGIES (os.pathsep-separated)."""
+    folders = [Path(__file__).resolve().parents[2] / "strategies"]
+    folders += [Path(p) for p in os.environ.get("TREEDEC_STRATEGIES", "").split(os.pathsep) if p]
+    return [f for f in folders if f.is_dir()]
+
+
+STRATEGIES: Registry[Callable[..., "Strategy"]] = Registry("strategy", "treedec.strategies", "treedec.strategies",
+                                                           plugin_folders)
+
+
+def default_config(name: str) -> dict[str, Any]:
+    """A strategy's config from its factory: `name` and each option's default (the config of a
+    plug-in that brings no YAML file)."""
+    params = list(inspect.signature(STRATEGIES.get(name)).parameters.values())[1:]
+    return {"name": name, **{p.name: p.default for p in params if p.default is not inspect.Parameter.empty}}
 
 
 def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer) -> "Strategy":
