@@ -78,17 +78,18 @@ class OmniDocBenchDataset:
         return len(self.pages)
 
     def __iter__(self) -> Iterator[Sample]:
-        from PIL import Image
+        from treedec.io.images import load_image
 
         for page in self.pages:
-            image = None
-            if self.render:
-                path = self.root / "images" / page.image_path
-                try:
-                    image = Image.open(path).convert("RGB")
-                except (OSError, ValueError):
-                    image = None  # the consumer flags the page
-            yield Sample(page.name, page, image)
+            if not self.render:
+                yield Sample(page.name, page, None)
+                continue
+            path = self.root / "images" / page.image_path
+            if not path.is_file():
+                yield FileSample(page.name, page, None, flags=[f"unreadable: no image at {path}"])
+                continue
+            got = load_image(path, max_pixels=64_000_000, max_side=4096)  # a bad image: flagged by the consumer
+            yield FileSample(page.name, page, got.image, size=got.size, flags=got.flags)
 
 
 DATASETS = {"synth": SynthDataset, "omnidocbench": OmniDocBenchDataset, "images": FilesDataset}

@@ -138,11 +138,23 @@ class VLM:
         try:
             meta = json.loads((d / "treedec.json").read_text())
             spec = VLMSpec(**meta["spec"])
-            model = Idefics3ForConditionalGeneration.from_pretrained(d, attn_implementation=attn)
+            model = Idefics3ForConditionalGeneration.from_pretrained(d, config=_idefics3_config(d), attn_implementation=attn)
             tok = Tokenizer.load(d)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
         return cls(model.eval(), tok, spec, meta.get("pages"))
+
+
+def _idefics3_config(d: Path):
+    """The checkpoint's config, built from config.json by the constructor. transformers'
+    own path (`from_dict`) formats the config for a debug log even when it is not shown,
+    which builds a default Idefics3Config; that default's pad_token_id 128002 lies outside
+    its default vocabulary, so every load warned "pad_token_id ... 128002" about a config
+    treedec never uses."""
+    from transformers import Idefics3Config
+
+    data = json.loads((d / "config.json").read_text())
+    return Idefics3Config(**{k: v for k, v in data.items() if k not in ("model_type", "transformers_version")})
 
 
 def model_type(directory: Path) -> str | None:
