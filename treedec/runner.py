@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from treedec import phases
 from treedec.data.synth import Sample
 from treedec.engine.engine import Engine, EngineConfig, PageResult
 from treedec.models.vlm import VLM
@@ -60,34 +61,65 @@ class RunResult:
     wall_s: float
     forward_passes: int
     attention: dict[str, Any] = field(default_factory=dict)  # the engine's padding waste (AttentionStats.figures)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases)
+    warmup_s: float = 0.0  # the untimed warm-up (one page, whole strategy)
+    drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
+
+    def charge(self, phase: str, seconds: float) -> None:
+        """Add time spent on this run's behalf elsewhere (loading the shared pages, writing
+        outputs) to its wall time and phases."""
+        self.wall_s += seconds
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
 
 def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig,
-                progress: bool = True, warmup: bool = True) -> RunResult:
-    """Decode every sample; `warmup` first decodes one page untimed (first calls into
-    torch are slow, and a speed ratio must not charge that to whichever runs first)."""
+                progress: bool = True, warmup: bool = True, cold_drafts: bool = True) -> RunResult:
+    """Decode every sample, end to end: drafting and stage 1 (`strategy.prepare`), the
+    prompts (image preprocessing), decoding; `phases_s` says where the wall time went
+    (treedec.phases). `cold_drafts`: drafts from an empty cache, so the drafter's cost is
+    in the figures. `warmup` first runs the whole strategy on one page untimed, with its
+    own empty draft cache (first calls into torch and the drafter are slow, and a speed
+    ratio must not charge that to whichever runs first); its time is `warmup_s`."""
+    samples = list(samples)
+    warmup_s = 0.0
+    first = next((s for s in samples if s.image is not None), None)
+    if warmup and first is not None and not phases.nested():
+        t = time.perf_counter()
+        with phases.cold_drafts(cold_drafts), phases.clock():
+            _decode(vlm, strategy, [first], engine_cfg, False)
+        warmup_s = time.perf_counter() - t
+    with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
+        t0 = time.perf_counter()
+        records, engine = _decode(vlm, strategy, samples, engine_cfg, progress, clock)
+        wall = time.perf_counter() - t0
+    given = getattr(strategy.prepare, "cache_dir", None)
+    drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
+        "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
+    return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes,
+                     engine.attention_stats.figures(), {} if nested else dict(clock.totals), warmup_s, drafts)
+
+
+def _decode(vlm: VLM, strategy: Strategy, samples: list[Sample], engine_cfg: EngineConfig, progress: bool,
+            clock: phases.PhaseClock | None = None) -> tuple[dict[str, "PageRecord"], Engine]:
     from tqdm import tqdm
 
-    samples = list(samples)
-    t_start = time.perf_counter()
-    before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
-    records, items = split_readable(samples, lambda s: vlm.prompt(s.image, strategy.mode))
-    if warmup and items:
-        list(Engine(vlm.adapter(), strategy, engine_cfg).run(items[:1]))
-    engine = Engine(vlm.adapter(), strategy, engine_cfg)
-    bar = tqdm(total=len(items), desc=strategy.name, unit="page", disable=not progress)
-    t0 = time.perf_counter()
-    for r in engine.run(items):
-        records[r.name] = _record(r, strategy)
-        bar.update(1)
-    bar.close()
+    clock = clock or phases.PhaseClock()
+    with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
+        before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
+    with clock.phase("load"):
+        records, items = split_readable(samples, lambda s: vlm.prompt(s.image, strategy.mode))
+    with clock.phase("decode"):
+        engine = Engine(vlm.adapter(), strategy, engine_cfg)
+        bar = tqdm(total=len(items), desc=strategy.name, unit="page", disable=not progress)
+        for r in engine.run(items):
+            records[r.name] = _record(r, strategy)
+            bar.update(1)
+        bar.close()
     for name, extra in before.items():  # work done before decoding (HSD stage 1) is on the page's path
         if name in records:
             records[name].steps += extra.get("stage1_steps", 0)
             records[name].extra = extra
-    wall = time.perf_counter() - (t_start if before else t0)
-    return RunResult(strategy.name, [records[s.name] for s in samples], wall, engine.forward_passes,
-                     engine.attention_stats.figures())
+    return records, engine
 
 
 def split_readable(samples: Iterable[Sample], prepare) -> tuple[dict[str, "PageRecord"], list[tuple[str, Any, Sample]]]:
