@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from treedec.commands.run import phase_rows, write_seconds
+from treedec.commands.run import charge_io, phase_rows
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
@@ -114,9 +114,8 @@ def main() -> None:
 
     def decode(i: int, conc: int, progress: bool):
         ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens, **specs[i][1])
-        res = parse_pages(vlm, strategies[i], samples, ecfg, progress=False, cold_drafts=not args.warm_drafts)
-        res.charge("load", load_s)
-        res.charge("write", write_seconds(res))
+        res = charge_io(parse_pages(vlm, strategies[i], samples, ecfg, progress=False,
+                                    cold_drafts=not args.warm_drafts), load_s)
         res.strategy = args.strategies[i]  # the label, options included
         return res
 

@@ -23,10 +23,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
     its share of writing; `*_decode_latency_s` is the decoding alone (admission to finish)."""
     recs = [r for r in res.records if r.steps]
     steps = [r.steps for r in recs]
-    decode = [r.latency_s for r in recs]
-    before = sum(res.phases.get(p, 0.0) for p in ("load", "draft", "stage1"))
-    write = res.phases.get("write", 0.0) / len(res.records) if res.records else 0.0
-    lat = [before + r.queue_s + r.latency_s + write for r in recs]
+    lat, decode = page_latencies(res)
 
     def pct(xs, q):
         return float(np.percentile(xs, q)) if xs else None
@@ -38,6 +35,9 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "median_root_steps": float(np.median([r.root_steps for r in recs])) if recs else None,
         "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
         "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
+        # rows a page puts in a step it takes part in: its streams' pending tokens and draft nodes
+        "rows_per_step": (sum(len(t) for r in recs for t in r.timeline) + sum(r.drafted for r in recs))
+        / sum(steps) if steps else None,
         "generated_tokens": int(sum(r.generated for r in recs)),
         "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
         "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
@@ -48,6 +48,14 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         **phase_figures(res),
         **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step
     }
+
+
+def page_latencies(res: RunResult) -> tuple[list[float], list[float]]:
+    """Per decoded page: end-to-end latency (see `speed_figures`) and the decoding alone."""
+    recs = [r for r in res.records if r.steps]
+    before = sum(res.phases.get(p, 0.0) for p in ("load", "draft", "stage1"))
+    write = res.phases.get("write", 0.0) / len(res.records) if res.records else 0.0
+    return [before + r.queue_s + r.latency_s + write for r in recs], [r.latency_s for r in recs]
 
 
 def phase_figures(res: RunResult) -> dict[str, Any]:

@@ -94,7 +94,12 @@ def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool
     """Decode `samples` with `level` pages in flight (runtime.max_pages for this run), end to
     end: the pages' loading (`load_s`, done once for all runs) and writing their outputs
     (timed here, into a scratch folder) are charged to the run's wall time."""
-    res = _decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level, progress)
+    return charge_io(_decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level, progress), load_s)
+
+
+def charge_io(res: RunResult, load_s: float) -> RunResult:
+    """A run made end to end: loading its pages (`load_s`, measured where they were loaded)
+    and writing its outputs (`write_seconds`) added to its wall time and phases."""
     res.charge("load", load_s)
     res.charge("write", write_seconds(res))
     return res
