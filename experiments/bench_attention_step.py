@@ -28,6 +28,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 LAYOUTS = ("dense", "padded", "bucketed")
 
 
+def random_arena(cfg, slots: int):
+    """A KV arena holding `slots` random K/V rows in every layer of a model with text config `cfg`."""
+    import torch
+
+    from treedec.engine.kv import arena_cache
+
+    cache = arena_cache()
+    with torch.inference_mode():
+        for layer in range(cfg.num_hidden_layers):
+            cache.update(torch.randn(1, cfg.num_key_value_heads, slots, cfg.head_dim),
+                         torch.randn(1, cfg.num_key_value_heads, slots, cfg.head_dim), layer)
+    return cache
+
+
 def make_step(P: int, prompt: int, seed: int, draft_rows: int):
     """Spans and arena owners of one step with P pages (see the module's docstring)."""
     import torch
@@ -67,7 +81,6 @@ def main() -> None:
 
     import torch
 
-    from treedec.engine.kv import arena_cache
     from treedec.engine.step_attention import dense_mask, page_batch, page_sizes, page_slots
     from treedec.models.vlm import SHIPPED, VLM
 
@@ -80,11 +93,7 @@ def main() -> None:
     for P in args.pages:
         spans, owner, n = make_step(P, args.prompt, P, args.draft_rows)
         base = len(owner)
-        cache = arena_cache()
-        with torch.inference_mode():
-            for layer in range(cfg.num_hidden_layers):
-                cache.update(torch.randn(1, cfg.num_key_value_heads, base, cfg.head_dim),
-                             torch.randn(1, cfg.num_key_value_heads, base, cfg.head_dim), layer)
+        cache = random_arena(cfg, base)
         ids = torch.randint(10, cfg.vocab_size, (n,))
         pos = torch.randint(args.prompt, args.prompt + 400, (n,))
         owned = page_slots(owner, base)

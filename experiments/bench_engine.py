@@ -9,6 +9,12 @@ A strategy may carry options, `name:key=value,key=value` (e.g. `hsd:drafts=oracl
 rows are labelled with the whole string. `attention=dense|blocked` there is the engine's
 (e.g. `sequential:attention=dense` against `sequential`).
 
+Every figure is end to end and from a cold draft cache (each strategy at each level drafts
+its pages itself; `--warm-drafts`: the draft cache as configured, labelled so): wall time
+holds generating the pages, drafting, HSD's stage 1, decoding and writing the outputs; the
+phases are in `phases_s` and the report's phase table. The one-stream check compares the
+engine's token ids with plain greedy decoding's, token for token.
+
 Figures are ratios against the sequential baseline measured in the same run. Writes
 bench_engine.json, bench_engine.png (pages/s and P95 latency vs concurrency) and report.html;
 the measurement is treedec.speed's, as in `python -m treedec run concurrency=[1,4,16]`.
@@ -23,8 +29,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from treedec.commands.run import charge_write, phase_rows
 from treedec.data.synth import SynthConfig, generate_page
-from treedec.engine.engine import EngineConfig
+from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.models.loader import load_vlm
@@ -88,6 +95,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--out", default="runs/bench_engine")
+    ap.add_argument("--warm-drafts", action="store_true",
+                    help="drafts from the draft cache as configured (precomputed), not an empty one: label such figures")
     args = ap.parse_args()
     try:
         args.concurrency = concurrency_levels(args.concurrency, 1)
@@ -98,13 +107,17 @@ def main() -> None:
                                   "path": None if args.model in (None, "random") else args.model,
                                   "spec": OmegaConf.structured(VLMSpec)})
     vlm = load_vlm(model_cfg)
+    t_load = time.perf_counter()
     samples = [generate_page(args.seed + i, SynthConfig(**vlm.pages)) for i in range(args.pages)]  # its training pages
+    load_s = time.perf_counter() - t_load  # charged to every run, as each would load its pages
     specs = [_strategy_cfg(spec) for spec in args.strategies]
     strategies = [build_strategy(cfg, vlm.tokenizer) for cfg, _ in specs]
 
     def decode(i: int, conc: int, progress: bool):
         ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens, **specs[i][1])
-        res = parse_pages(vlm, strategies[i], samples, ecfg, progress=False)
+        res = charge_write(parse_pages(vlm, strategies[i], samples, ecfg, progress=False,
+                                       cold_drafts=not args.warm_drafts))
+        res.charge("load", load_s)
         res.strategy = args.strategies[i]  # the label, options included
         return res
 
@@ -119,7 +132,7 @@ def main() -> None:
                  formula_edit=ev.get("formula_edit"))
     for r in rows:
         r["tokens"] = r["generated_tokens"]  # the name earlier bench_engine.json files used
-    # one stream: the engine vs plain decoding, same pages, same token counts
+    # one stream: the engine vs plain decoding, same prompts, token ids compared in full
     eng_s = plain_s = 0.0
     same = True
     seq = build_strategy({"name": "sequential"}, vlm.tokenizer)
@@ -127,11 +140,11 @@ def main() -> None:
         prompt = vlm.prompt(s.image, seq.mode)
         ref, dt = plain_greedy(vlm, prompt, args.max_new_tokens)
         plain_s += dt
-        res = parse_pages(vlm, seq, [s], EngineConfig(max_pages=1, max_new_tokens=args.max_new_tokens),
-                          progress=False, warmup=False)
-        eng_s += res.wall_s
-        ours = vlm.tokenizer.encode(res.records[0].text)
-        same &= ours == ref[: len(ours)]
+        engine = Engine(vlm.adapter(), seq, EngineConfig(max_pages=1, max_new_tokens=args.max_new_tokens))
+        t = time.perf_counter()
+        [r] = list(engine.run([(s.name, prompt, s)]))
+        eng_s += time.perf_counter() - t
+        same &= r.graph[0].tokens[len(prompt.ids):] == ref
     one = {"engine_s": eng_s, "plain_s": plain_s, "engine_over_plain": eng_s / plain_s, "same_tokens": same}
     print(f"\n{'conc':>5} {'strategy':<24} {'steps':>7} {'root':>5} {'acc/step':>8} {'pages/s':>8} {'p95 s':>7} {'steps x':>8} "
           f"{'thru x':>7} {'p95 x':>6} {'text_edit':>9} {'layout_f1':>9}")
@@ -141,13 +154,16 @@ def main() -> None:
               f"{r['pages_per_s']:>8.3f} {r['p95_latency_s']:>7.2f} {r['steps_ratio']:>7.2f}x {r['throughput_ratio']:>6.2f}x "
               f"{r['p95_ratio']:>5.2f}x {_f(r['text_edit']):>9} {_f(r['layout_f1']):>9}")
     print(f"one stream: engine {eng_s:.2f}s vs plain {plain_s:.2f}s -> {one['engine_over_plain']:.2f}x, same tokens: {same}")
+    for r in phase_rows(rows):
+        print("  ".join(f"{k}={_f(v) if isinstance(v, float) else v}" for k, v in r.items()))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench_engine.json").write_text(json.dumps({"rows": rows, "one_stream": one, "args": vars(args)}, indent=1))
     plot = concurrency_curves(rows, out / "bench_engine.png", f"{len(samples)} pages at each level, same process")
     write_report(out, {"model": args.model or "shipped", "pages": len(samples), "max_new_tokens": args.max_new_tokens,
                        "one_stream": one}, {}, [plot], title="treedec bench_engine",
-                 tables={"Throughput and latency by concurrency": rows})
+                 tables={"Throughput and latency by concurrency": rows,
+                         "Wall time by phase (s; per page: phases_per_page_s)": phase_rows(rows)})
     print(f"wrote {out}/bench_engine.json, bench_engine.png, report.html")
 
 

@@ -2,7 +2,10 @@
 # The shipped tiny model's figures (README "Results"): quality of sequential and padoc on
 # held-out pages of its training distribution; the embedded engine at concurrency 1/4/16/64
 # (steps, pages/s, P95, one stream vs plain decoding); sequential/padoc/hsd/padoc_hsd in one
-# run; the pipeline drafter's quality on the same page distribution; HSD stage 1's crop reading. About 30 minutes on 2 cores.
+# run; the pipeline drafter's quality on the same page distribution; HSD stage 1's crop reading. About 30 minutes on 2 cores
+# (more now that every strategy at every level drafts its pages: pipeline OCR ~1-3 s per page).
+# Every speed figure is end to end from a cold draft cache (load, draft, stage 1, decode, write: phases_s);
+# the one run with --warm-drafts (after a run that fills the cache) is the precomputed-drafts figure, labelled so.
 set -euo pipefail
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 PAGES=${PAGES:-100}
@@ -15,6 +18,9 @@ $PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequent
   padoc_hsd:stage1=false padoc_hsd:stage1=false,draft_len=adaptive padoc_hsd:stage1=false,layout=ngram \
   padoc_hsd:stage1=false,fuzzy=0 padoc_hsd:stage1=false,snap=false hsd:stage2_drafts=stage1,fuzzy=0 \
   hsd:drafts=oracle padoc_hsd:drafts=oracle padoc_hsd:drafts=oracle,stage1=false --out runs/bench_hsd
+# beside it, labelled: precomputed drafts (the first run fills the draft cache, the second reads it)
+$PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequential padoc_hsd --warm-drafts --out runs/bench_hsd_fill
+$PY experiments/bench_engine.py --pages 32 --concurrency 16 --strategies sequential padoc_hsd --warm-drafts --out runs/bench_hsd_warm
 # the oracle (model-free) depth of the same page distribution, for the steps ratio's ceiling
 $PY -m treedec depth data.pages=$PAGES data.page.width=256 data.page.height=256 'data.page.cell=[16,16]' data.page.margin=1 \
   'data.page.regions=[1,4]' data.page.text_mode=mixed 'data.page.para_words=[1,10]' data.page.wrap=hard \

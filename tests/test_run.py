@@ -46,6 +46,29 @@ def test_run_writes_the_outputs_contract(tmp_path):
     assert s["concurrency"] == 16 and [(r["concurrency"], r["strategy"]) for r in s["by_concurrency"]] == \
         [(16, "padoc"), (16, "sequential")]
     assert "concurrency=[1,4,16]" in report and not (tmp_path / "concurrency.png").exists()
+    # end to end: the phases add up to the wall time that pages/s divides by, for strategy and baseline
+    for fig in (s, s["baseline"]):
+        ph = fig["phases_s"]
+        assert set(ph) == {"load", "draft", "stage1", "decode", "write", "total"}
+        assert ph["load"] > 0 and ph["decode"] > 0 and ph["write"] > 0
+        assert ph["total"] == pytest.approx(fig["wall_s"], rel=1e-3)
+        assert fig["pages_per_s"] == pytest.approx(2 / fig["wall_s"])
+        assert fig["p95_latency_s"] > fig["p95_decode_latency_s"] > 0
+    assert s["attention_steps"] > 0 and s["attention_padding"] >= 1.0
+    assert "Wall time by phase" in report
+
+
+def test_drafting_is_timed_from_a_cold_cache(tmp_path):
+    """HSD: drafting and stage 1 are phases of the run, the drafts come from an empty cache
+    (the configured one stays untouched), and the report says so."""
+    cache = tmp_path / "cache"
+    r = _run("data.pages=2", *PAGES, "strategy=hsd", f"out={tmp_path / 'out'}", env={"TREEDEC_DRAFT_CACHE": str(cache)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["drafts"] == "cold (empty cache)"
+    assert s["phases_s"]["draft"] > 0 and s["phases_s"]["stage1"] > 0
+    assert s["phases_s"]["total"] == pytest.approx(s["wall_s"], rel=1e-3)
+    assert not cache.exists() or not any(cache.iterdir())
 
 
 def test_run_at_several_concurrency_levels(tmp_path):

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from treedec import phases
 from treedec.data.files import FileSample
 from treedec.data.synth import Sample
 from treedec.engine.engine import Engine, EngineConfig, PageResult
@@ -62,22 +63,71 @@ class RunResult:
     wall_s: float
     forward_passes: int
     attention: dict[str, Any] = field(default_factory=dict)  # the engine's padding waste (AttentionStats.figures)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases)
+    warmup_s: float = 0.0  # the untimed warm-up (one page, whole strategy)
+    drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
+
+    def charge(self, phase: str, seconds: float) -> None:
+        """Add time spent on this run's behalf elsewhere (loading the shared pages, writing
+        outputs) to its wall time and phases."""
+        self.wall_s += seconds
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
 
 def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig,
-                progress: bool = True, warmup: bool = True,
-                on_record: Callable[[PageRecord], None] | None = None) -> RunResult:
-    """Decode every sample; `warmup` first decodes one page untimed (first calls into
-    torch are slow, and a speed ratio must not charge that to whichever runs first).
+                progress: bool = True, warmup: bool = True, cold_drafts: bool = True,
+                on_record: Callable[["PageRecord"], None] | None = None) -> RunResult:
+    """Decode every sample, end to end: drafting and stage 1 (`strategy.prepare`), reading
+    the pages and their prompts (image preprocessing), decoding; `phases` says where the wall
+    time went (treedec.phases). `cold_drafts`: drafts from an empty cache, so the drafter's
+    cost is in the figures. `warmup` first runs the whole strategy on one page untimed, with
+    its own empty draft cache (first calls into torch and the drafter are slow, and a speed
+    ratio must not charge that to whichever runs first); its time is `warmup_s`.
 
-    Samples are read lazily: each is turned into its prompt only when the engine has room,
-    so memory does not grow with the number of pages (a data set that re-reads its files
-    on each iteration is iterated once; HSD's `prepare` iterates it again). `on_record` sees
-    each page as it is finished (unreadable ones included), e.g. to write it at once."""
+    Samples are read lazily: each is read and turned into its prompt only when the engine has
+    room, so memory does not grow with the number of pages (a data set that re-reads its
+    files on each iteration is iterated again by the warm-up and by HSD's `prepare`; a one-shot
+    iterator is peeked, not re-read). `on_record` sees each page as it is finished (unreadable
+    ones included), e.g. to write it at once."""
+    warmup_s = 0.0
+    first, samples = _first_readable(samples)
+    if warmup and first is not None and not phases.nested():
+        t = time.perf_counter()
+        with phases.cold_drafts(cold_drafts), phases.clock():
+            _decode(vlm, strategy, [first], engine_cfg, False)
+        warmup_s = time.perf_counter() - t
+    with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
+        t0 = time.perf_counter()
+        records, names, engine = _decode(vlm, strategy, samples, engine_cfg, progress, clock, on_record)
+        wall = time.perf_counter() - t0
+    given = getattr(strategy.prepare, "cache_dir", None)
+    drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
+        "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
+    return RunResult(strategy.name, [records[n] for n in names], wall, engine.forward_passes,
+                     engine.attention_stats.figures(), {} if nested else dict(clock.totals), warmup_s, drafts)
+
+
+def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:
+    """The first sample with an image, and the samples to iterate in full: a re-iterable data
+    set as it is, a one-shot iterator with what was looked at chained back in front."""
+    if iter(samples) is not samples:
+        return next((s for s in samples if s.image is not None), None), samples
+    seen: list[Sample] = []
+    for s in samples:
+        seen.append(s)
+        if s.image is not None:
+            return s, itertools.chain(seen, samples)
+    return None, seen
+
+
+def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig, progress: bool,
+            clock: phases.PhaseClock | None = None, on_record: Callable[["PageRecord"], None] | None = None
+            ) -> tuple[dict[str, "PageRecord"], list[str], Engine]:
     from tqdm import tqdm
 
-    t_start = time.perf_counter()
-    before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
+    clock = clock or phases.PhaseClock()
+    with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
+        before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
     records: dict[str, PageRecord] = {}
     names: list[str] = []  # input order
     total = len(samples) if hasattr(samples, "__len__") else None
@@ -92,33 +142,39 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
         if on_record:
             on_record(rec)
 
-    items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done)
-    first = next(items, None)
-    if warmup and first is not None:
-        list(Engine(vlm.adapter(), strategy, engine_cfg).run([first]))
-    engine = Engine(vlm.adapter(), strategy, engine_cfg)
-    t0 = time.perf_counter()
+    items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done, clock)
     try:
-        for r in engine.run(itertools.chain([first] if first is not None else [], items)):
-            done(_record(r, strategy))
+        with clock.phase("decode"):  # reading each page as the engine pulls it is timed as "load"
+            engine = Engine(vlm.adapter(), strategy, engine_cfg)
+            for r in engine.run(items):
+                done(_record(r, strategy))
     finally:
         bar.close()
-    wall = time.perf_counter() - (t_start if before else t0)
-    return RunResult(strategy.name, [records[n] for n in names], wall, engine.forward_passes,
-                     engine.attention_stats.figures())
+    return records, names, engine
 
 
-def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None]
-                   ) -> Iterator[tuple[str, Any, Sample]]:
+def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None],
+                   clock: phases.PhaseClock | None = None) -> Iterator[tuple[str, Any, Sample]]:
     """Lazily: `(name, prepare(sample), sample)` for each sample with an image; a sample
     without one becomes a flagged empty record passed to `unreadable_done` (kept, never
-    dropped). Every name is appended to `names` in input order as it is read."""
-    for s in samples:
-        names.append(s.name)
-        if s.image is None:
+    dropped). Every name is appended to `names` in input order as it is read. Reading a
+    sample and preparing it are timed as `clock`'s phase "load"."""
+    clock = clock or phases.PhaseClock()
+    it = iter(samples)
+    while True:
+        with clock.phase("load"):
+            s = next(it, _END)
+            if s is _END:
+                return
+            names.append(s.name)
+            item = None if s.image is None else (s.name, prepare(s), s)
+        if item is None:
             unreadable_done(unreadable(s))
         else:
-            yield s.name, prepare(s), s
+            yield item
+
+
+_END = object()
 
 
 def split_readable(samples: Iterable[Sample], prepare) -> tuple[dict[str, "PageRecord"], list[tuple[str, Any, Sample]]]:

@@ -8,16 +8,26 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from treedec.errors import UserError
+from treedec.phases import PHASES
 from treedec.runner import RunResult
 
 CURVES_HINT = "concurrency=[1,4,16]"
 
 
 def speed_figures(res: RunResult) -> dict[str, Any]:
-    """Steps, tokens per step, throughput and latency of one run (decoded pages only)."""
+    """Steps, tokens per step, throughput and latency of one run (decoded pages only), end
+    to end: `wall_s` holds every phase of the run (`phases_s`: load, draft, stage 1,
+    decode, write), so pages/s counts them all. A page's latency (`*_latency_s`) is what
+    it waits for before its output exists: the phases before decoding (load, draft,
+    stage 1: today's runtimes do them for all pages first), its queueing and decoding, and
+    its share of writing; `*_decode_latency_s` is the decoding alone (admission to finish)."""
     recs = [r for r in res.records if r.steps]
     steps = [r.steps for r in recs]
-    lat = [r.latency_s for r in recs]
+    lat, decode = page_latencies(res)
+
+    def pct(xs, q):
+        return float(np.percentile(xs, q)) if xs else None
+
     return {
         "median_steps": float(np.median(steps)) if steps else None,
         "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
@@ -25,14 +35,38 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "median_root_steps": float(np.median([r.root_steps for r in recs])) if recs else None,
         "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
         "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
+        # rows a page puts in a step it takes part in: its streams' pending tokens and draft nodes
+        "rows_per_step": (sum(len(t) for r in recs for t in r.timeline) + sum(r.drafted for r in recs))
+        / sum(steps) if steps else None,
         "generated_tokens": int(sum(r.generated for r in recs)),
         "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
         "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
-        "p50_latency_s": float(np.percentile(lat, 50)) if lat else None,
-        "p95_latency_s": float(np.percentile(lat, 95)) if lat else None,
-        "forward_passes": res.forward_passes, "wall_s": res.wall_s,
+        "p50_latency_s": pct(lat, 50), "p95_latency_s": pct(lat, 95), "p99_latency_s": pct(lat, 99),
+        "p50_decode_latency_s": pct(decode, 50), "p95_decode_latency_s": pct(decode, 95),
+        "p99_decode_latency_s": pct(decode, 99),
+        "forward_passes": res.forward_passes, "wall_s": res.wall_s, "warmup_s": res.warmup_s, "drafts": res.drafts,
+        **phase_figures(res),
         **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step
     }
+
+
+def page_latencies(res: RunResult) -> tuple[list[float], list[float]]:
+    """Per decoded page: end-to-end latency (see `speed_figures`) and the decoding alone."""
+    recs = [r for r in res.records if r.steps]
+    before = sum(res.phases.get(p, 0.0) for p in ("load", "draft", "stage1"))
+    write = res.phases.get("write", 0.0) / len(res.records) if res.records else 0.0
+    return [before + r.queue_s + r.latency_s + write for r in recs], [r.latency_s for r in recs]
+
+
+def phase_figures(res: RunResult) -> dict[str, Any]:
+    """`phases_s`: seconds per phase and their total (= wall_s); `phases_per_page_s`: the same per page."""
+    if not res.phases:
+        return {}
+    total = {p: res.phases.get(p, 0.0) for p in PHASES}
+    total.update({k: v for k, v in res.phases.items() if k not in total})
+    total["total"] = sum(total.values())
+    n = len(res.records)
+    return {"phases_s": total, "phases_per_page_s": {k: v / n for k, v in total.items()} if n else {}}
 
 
 def concurrency_levels(value: Any, default: int) -> list[int]:

@@ -5,10 +5,11 @@ the same pages are decoded once per level (pages in flight) for throughput and l
 curves (`by_concurrency`, concurrency.png); pages and quality come from the largest level."""
 from __future__ import annotations
 
+import sys
+import tempfile
+import time
 from dataclasses import replace
 from typing import Any
-
-import sys
 
 import numpy as np
 import torch
@@ -33,6 +34,14 @@ from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_l
 from treedec.strategies.base import build_strategy
 
 __all__ = ["main", "quality_figures", "speed_figures"]
+
+# what a page's `steps` count on each runtime (the same critical path, counted as each runtime can see it)
+STEPS_COUNTED = {
+    "embedded": "forward passes in which the page had tokens in the batch (its prompt's prefill: one forward)",
+    "vllm": "scheduler iterations in which the page had an unfinished request: as the embedded engine's, except that "
+            "an iteration in which the page's request waited (token budget, preemption) or ran one chunk of a "
+            "chunked prefill also counts",
+}
 
 
 def quality_figures(res: RunResult) -> tuple[dict[str, Any], dict[str, dict]]:
@@ -86,9 +95,32 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
     plt.close(fig)
 
 
-def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool = True, on_record=None) -> RunResult:
-    """Decode `samples` with `level` pages in flight (runtime.max_pages for this run);
-    `on_record` (embedded runtime) sees each page as it finishes."""
+def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool = True, on_record=None
+         ) -> RunResult:
+    """Decode `samples` with `level` pages in flight (runtime.max_pages for this run), end to
+    end: every run reads its pages itself (timed as the phase "load" as the engine pulls
+    them), and writing its outputs (timed here, into a scratch folder) is charged to its wall
+    time. `on_record` (embedded runtime) sees each page as it finishes."""
+    return charge_write(_decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level, progress, on_record))
+
+
+def charge_write(res: RunResult) -> RunResult:
+    """A run made end to end: writing its outputs (`write_seconds`) added to its wall time and phases."""
+    res.charge("write", write_seconds(res))
+    return res
+
+
+def write_seconds(res: RunResult) -> float:
+    """Seconds to write a run's page outputs (figures, OmniDocBench JSON, Markdown), as `run` does."""
+    with tempfile.TemporaryDirectory(prefix="treedec-write-") as d:
+        out = RunOutput(d)
+        t = time.perf_counter()
+        for rec in res.records:
+            out.page(rec.name, rec.figures(), rec.page)
+        return time.perf_counter() - t
+
+
+def _decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool, on_record=None) -> RunResult:
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
     if cfg.runtime.name == "vllm":
         from omegaconf import OmegaConf
@@ -99,7 +131,7 @@ def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool
         runtime = OmegaConf.merge(cfg.runtime, {"max_pages": level})
         return parse_pages_vllm(vlm, strategy, samples, runtime, model_path=path, progress=progress)
     return parse_pages(vlm, strategy, samples, replace(engine_cfg, max_pages=level), progress=progress,
-                       on_record=on_record)
+                       cold_drafts=bool(cfg.get("cold_drafts", True)), on_record=on_record)
 
 
 def main(cfg, out: RunOutput) -> dict:
@@ -143,7 +175,7 @@ def main(cfg, out: RunOutput) -> dict:
                                **{k: quality.get(k) for k in ("text_edit", "text_edit_all", "table_teds", "table_teds_s",
                                                               "formula_edit", "reading_order_edit", "overall",
                                                               "layout_precision", "layout_recall", "layout_f1")},
-                               **speed, "concurrency": levels[-1]}
+                               **speed, "concurrency": levels[-1], "steps_counted": STEPS_COUNTED[cfg.runtime.name]}
     if base is not None:
         bq, _ = quality_figures(base)
         bs = speed_figures(base)
@@ -172,11 +204,24 @@ def main(cfg, out: RunOutput) -> dict:
     per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
     write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
                  title=f"treedec run: {cfg.strategy.name} on {len(samples)} pages", notes=notes,
-                 tables={"Throughput and latency by concurrency": by_level}, alerts=alerts,
+                 tables={"Throughput and latency by concurrency": by_level,
+                         "Wall time by phase (s; per page: summary.json phases_per_page_s)": phase_rows(by_level)},
+                 alerts=alerts,
                  lead=lead_rows(summary), lead_names=(cfg.strategy.name, cfg.compare),
                  views=page_views(samples, {r.name: r for r in main_res.records}, cfg.get("report_pages", 12)))
     check_some_readable(out, summary)
     return summary
+
+
+def phase_rows(rows: list[dict]) -> list[dict]:
+    """Per strategy and level: where the wall time went (load, draft, stage 1, decode, write)."""
+    out = []
+    for r in rows:
+        ph = r.get("phases_s") or {}
+        out.append({"strategy": r["strategy"], "concurrency": r["concurrency"], "drafts": r.get("drafts") or "none",
+                    **{k: ph.get(k) for k in ph}, "per_page": ph.get("total", 0.0) / r["pages"] if r["pages"] else None,
+                    "warmup (untimed)": r.get("warmup_s")})
+    return out
 
 
 def _print(s: dict) -> None:

@@ -1,0 +1,134 @@
+"""Latency under load: P50/P95/P99 per page at several concurrency levels, every strategy,
+end to end, plotted. A benchmark script, not a test.
+
+Every strategy at every level decodes the same pages from a cold draft cache
+(treedec.runner.parse_pages); a page's latency is end to end (`treedec.speed`): the phases
+before decoding (loading, drafting, stage 1: today's runtimes do them for all pages first),
+its queueing and decoding, and its share of writing the outputs. All pages are submitted
+at once, so at low concurrency the queue dominates; the decoding alone (admission to
+finish) is reported beside it. Use at least 128 pages so that 64 in flight is a steady state.
+
+    python experiments/bench_latency.py [--model PATH|random] [--pages 128] [--concurrency 1 4 16 64]
+        [--strategies sequential padoc hsd padoc_hsd] [--out runs/bench_latency]
+
+Running time on the 2-core CPU, shipped model, quiet machine (estimate from the per-page
+costs: decoding ~0.2-0.4 s per page and strategy at 1 in flight, pipeline drafting ~1-3 s
+per page cold): about 5 min per level for sequential and padoc, 10-25 min per level for
+hsd and padoc_hsd, so about 1.5-2.5 hours for the defaults. Writes bench_latency.json,
+bench_latency.png and report.html.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+QUANTILES = (50, 95, 99)
+
+
+def plot(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    for ax, kind in zip(axes, ("e2e", "decode")):
+        for name in dict.fromkeys(r["strategy"] for r in rows):
+            mine = [r for r in rows if r["strategy"] == name]
+            xs = [r["concurrency"] for r in mine]
+            for q, ls in zip(QUANTILES, ("-", "--", ":")):
+                ax.plot(xs, [r[f"p{q}_{kind}_s"] for r in mine], ls=ls, marker="o",
+                        label=f"{name} P{q}" if kind == "e2e" else None)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("pages in flight")
+        ax.set_ylabel("seconds per page")
+        ax.set_title("end to end (all pages submitted at once)" if kind == "e2e" else "decoding alone", fontsize=9)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="checkpoint folder; default the shipped model; 'random' for a smoke run")
+    ap.add_argument("--pages", type=int, default=128)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc", "hsd", "padoc_hsd"],
+                    help="strategy names, optionally with options: name:key=value,... (as bench_engine.py)")
+    ap.add_argument("--max-new-tokens", type=int, default=1024)
+    ap.add_argument("--seed", type=int, default=1_000_000)
+    ap.add_argument("--out", default="runs/bench_latency")
+    args = ap.parse_args()
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from bench_engine import _strategy_cfg
+    from treedec.commands.run import charge_io
+    from treedec.data.synth import SynthConfig, generate_page
+    from treedec.engine.engine import EngineConfig
+    from treedec.models.vlm import VLMSpec, load_vlm
+    from treedec.report import write_report
+    from treedec.runner import parse_pages
+    from treedec.speed import measure_levels, page_latencies
+    from treedec.strategies.base import build_strategy
+
+    torch.set_num_threads(2)
+    vlm = load_vlm(OmegaConf.create({"name": "random" if args.model == "random" else "tiny",
+                                     "path": None if args.model in (None, "random") else args.model,
+                                     "spec": OmegaConf.structured(VLMSpec)}))
+    t = time.perf_counter()
+    samples = [generate_page(args.seed + i, SynthConfig(**vlm.pages)) for i in range(args.pages)]
+    load_s = time.perf_counter() - t
+    specs = [_strategy_cfg(spec) for spec in args.strategies]
+
+    def decode(i: int, level: int, progress: bool):
+        strategy = build_strategy(specs[i][0], vlm.tokenizer)
+        ecfg = EngineConfig(max_pages=level, max_new_tokens=args.max_new_tokens, **specs[i][1])
+        res = charge_io(parse_pages(vlm, strategy, samples, ecfg, progress=False), load_s)
+        res.strategy = args.strategies[i]
+        return res
+
+    t0 = time.perf_counter()
+    _, results = measure_levels(decode, args.strategies, args.concurrency)
+    rows = []
+    for level, runs in sorted(results.items()):
+        for res in runs:
+            e2e, dec = page_latencies(res)
+            lat = {"e2e": e2e, "decode": dec}
+            rows.append({"concurrency": level, "strategy": res.strategy, "pages": len(res.records),
+                         "pages_per_s": len(res.records) / res.wall_s, "drafts": res.drafts,
+                         **{f"p{q}_{k}_s": float(np.percentile(v, q)) if v else None
+                            for k, v in lat.items() for q in QUANTILES},
+                         "phases_s": {k: round(v, 4) for k, v in res.phases.items()}})
+    bench_s = time.perf_counter() - t0
+    print(f"{'conc':>5} {'strategy':<24} {'pages/s':>8} " + " ".join(f"{'P' + str(q) + ' e2e':>9}" for q in QUANTILES)
+          + " " + " ".join(f"{'P' + str(q) + ' dec':>9}" for q in QUANTILES))
+    for r in rows:
+        print(f"{r['concurrency']:>5} {r['strategy']:<24} {r['pages_per_s']:>8.3f} "
+              + " ".join(f"{r[f'p{q}_e2e_s']:>9.2f}" for q in QUANTILES) + " "
+              + " ".join(f"{r[f'p{q}_decode_s']:>9.2f}" for q in QUANTILES))
+    print(f"benchmark time {bench_s:.0f} s")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_latency.json").write_text(json.dumps({"rows": rows, "bench_s": bench_s, "args": vars(args)},
+                                                       indent=1))
+    png = plot(rows, out / "bench_latency.png")
+    write_report(out, {"model": args.model or "shipped", "pages": len(samples), "bench_s": bench_s}, {}, [png],
+                 title="treedec bench_latency", tables={"Latency per page by concurrency": rows})
+    print(f"wrote {out}/bench_latency.json, bench_latency.png, report.html")
+
+
+if __name__ == "__main__":
+    main()
