@@ -131,7 +131,6 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg:
     records: dict[str, PageRecord] = {}
     names: list[str] = []  # input order
     total = len(samples) if hasattr(samples, "__len__") else None
-    bar = tqdm(total=total, desc=strategy.name, unit="page", disable=not progress, smoothing=0.1)
 
     def done(rec: PageRecord) -> None:
         if rec.name in before:  # work done before decoding (HSD stage 1) is on the page's path
@@ -143,13 +142,14 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg:
             on_record(rec)
 
     items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done, clock)
-    try:
-        with clock.phase("decode"):  # reading each page as the engine pulls it is timed as "load"
+    with clock.phase("decode"):  # reading each page as the engine pulls it is timed as "load"
+        bar = tqdm(total=total, desc=strategy.name, unit="page", disable=not progress, smoothing=0.1)
+        try:
             engine = Engine(vlm.adapter(), strategy, engine_cfg)
             for r in engine.run(items):
                 done(_record(r, strategy))
-    finally:
-        bar.close()
+        finally:
+            bar.close()
     return records, names, engine
 
 
