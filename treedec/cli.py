@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 from importlib import resources
+from pathlib import Path
 
 from treedec.errors import UserError
 
