@@ -109,3 +109,22 @@ def test_trained_pages_decode_identically_by_tree_and_per_branch(ckpt):
             branches += 1
         assert r.steps < g.total_generated()
     assert branches >= 3
+
+
+def test_gradient_checkpointing_and_buckets_keep_the_update(ckpt):
+    """One step with gradient checkpointing and one-page micro-batches moves every weight as
+    one step without either (the loss is a sum over tokens, normalised once per step)."""
+    after = []
+    for fcfg in (FinetuneConfig(page=PAGE), FinetuneConfig(page=PAGE, grad_checkpointing=True, bucket_tokens=1)):
+        vlm = VLM.load(ckpt)
+        tcfg = TrainConfig(steps=1, pages_per_step=3, strategies=["padoc", "sequential"], warmup=1, device="cpu",
+                           bf16=False, crops_per_page=0)
+        trainer = VLTrainer(vlm, tcfg, fcfg)
+        [row] = trainer.fit(progress=False)
+        assert row["micro_batches"] == (1 if not fcfg.grad_checkpointing else 3)
+        assert vlm.model.model.language_model.gradient_checkpointing == fcfg.grad_checkpointing
+        after.append({n: p.detach().clone() for n, p in vlm.model.named_parameters()})
+    before = VLM.load(ckpt).model.state_dict()
+    assert max((after[0][n] - before[n]).abs().max() for n in after[0]) > 5e-4
+    for n in after[0]:
+        assert torch.allclose(after[0][n], after[1][n], atol=2e-5), n
