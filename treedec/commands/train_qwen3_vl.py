@@ -4,6 +4,7 @@ Writes the fine-tuned checkpoint to `out/model`, the loss history and the summar
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
@@ -18,13 +19,15 @@ def main(cfg, out: RunOutput, tcfg) -> dict | None:
     from treedec.models.vlm import model_type
     from treedec.training.qwen3_vl_trainer import FinetuneConfig, VLTrainer
 
-    from pathlib import Path
-
     if not cfg.model.path:
         raise UserError("model=qwen3_vl needs model.path=DIR (a local Qwen3-VL checkpoint folder)")
     if model_type(Path(cfg.model.path)) != "qwen3_vl":
         raise UserError(f"model=qwen3_vl but {cfg.model.path} is not a Qwen3-VL checkpoint (config.json model_type)")
-    fcfg = FinetuneConfig(**OmegaConf.to_container(cfg.model.get("finetune") or {}, resolve=True))
+    knobs = OmegaConf.to_container(cfg.model.get("finetune") or {}, resolve=True)
+    try:
+        fcfg = FinetuneConfig(**knobs)
+    except TypeError as e:
+        raise UserError(f"model.finetune: {e} (knobs: {', '.join(FinetuneConfig.__dataclass_fields__)})") from None
     if tcfg.crops_per_page:
         print(f"note: train.crops_per_page={tcfg.crops_per_page} is not used for Qwen3-VL (pages only)")
     vlm = Qwen3VL.load(cfg.model.path, device="cpu")

@@ -32,8 +32,10 @@ What differs from the tiny Idefics3 VLM, as read in transformers 5.19's `qwen3_v
   checkpoint's tokenizer (added tokens, as a fine-tune on treedec's format has them).
   Missing ones are a `UserError` naming them: embeddings are never resized here.
 
-Only the embedded engine runs these checkpoints: training, `save` and the vLLM runtime
-work on treedec's own VLM (their prompt does not depend on the image; this one does).
+Only the embedded engine runs these checkpoints: `save` and the vLLM runtime work on
+treedec's own VLM (their prompt does not depend on the image; this one does). Training:
+`train model=qwen3_vl` (`treedec.training.qwen3_vl_trainer`, packing the same prompt and
+positions in `treedec.training.qwen3_vl_packing`).
 """
 from __future__ import annotations
 
@@ -156,7 +158,7 @@ class Qwen3VL(VLM):
     """A Qwen3-VL checkpoint with treedec's tokenizer API: `prompt(image, mode)` and
     `adapter()` as `VLM`; `pages` is None (no synthetic page distribution is known)."""
 
-    trainable = False  # `train` works on treedec's own VLM only
+    trainable = False  # `train` continues treedec's own VLM; model=qwen3_vl fine-tunes this one
 
     def __init__(self, model: torch.nn.Module, tokenizer: CheckpointTokenizer, image_processor,
                  chat_template: str | None = None):

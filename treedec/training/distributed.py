@@ -37,6 +37,18 @@ def init(device: str) -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), dev
 
 
+def solo_group(device: torch.device) -> None:
+    """A one-process group (FSDP outside torchrun: e.g. the recipe's smoke run, or one GPU)."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        store = tempfile.NamedTemporaryFile(prefix="treedec-pg-", delete=False).name
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"file://{store}",
+                                rank=0, world_size=1)
+
+
 def resolve(parallel: str, world: int) -> str:
     if parallel not in PARALLEL:
         raise UserError(f"parallel must be one of {', '.join(PARALLEL)}, got {parallel!r}")

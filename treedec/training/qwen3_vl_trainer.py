@@ -79,6 +79,8 @@ class VLTrainer:
         self.vlm, self.cfg, self.fcfg, self.log = vlm, cfg, fcfg, log
         self.rank, self.world, self.device = distributed.init(cfg.device)
         self.parallel = distributed.resolve(fcfg.parallel, self.world)
+        if self.parallel == "fsdp" and self.world == 1:
+            distributed.solo_group(self.device)
         if cfg.pages_per_step < self.world:
             raise UserError(f"train.pages_per_step={cfg.pages_per_step} is below the {self.world} processes")
         torch.manual_seed(cfg.seed)

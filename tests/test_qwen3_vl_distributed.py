@@ -1,0 +1,42 @@
+"""`python -m treedec train model=qwen3_vl` under torchrun: two CPU processes (gloo), DDP and
+FSDP (`fully_shard`), take the same AdamW step as one process on the same four pages (the
+one-process run with micro-batches of at most 150 tokens, so its step is split in four
+sequence-length buckets), and the checkpoint each writes is the same to float rounding."""
+import subprocess
+import sys
+
+import pytest
+from safetensors.torch import load_file
+
+from conftest import ROOT
+from test_qwen3_vl import save_tiny_qwen3_vl
+
+ARGS = ["model=qwen3_vl", "strategy=padoc", "train.steps=1", "train.pages_per_step=4", "train.crops_per_page=0",
+        "train.threads=1", "train.warmup=1", "train.lr=1e-3", "+model.finetune.page={width:128,height:96,margin:1}"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+def train(prefix, ckpt, out, *extra):
+    r = subprocess.run([*prefix, "-m", "treedec", "train", *ARGS, f"model.path={ckpt}", f"out={out}", *extra],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return load_file(out / "model" / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dist")
+    ckpt = save_tiny_qwen3_vl(d / "ckpt")
+    before = load_file(ckpt / "model.safetensors")
+    after = train([sys.executable], ckpt, d / "one", "model.finetune.bucket_tokens=150")
+    assert max((after[k] - before[k]).abs().max() for k in before) > 5e-4  # the step moved the weights
+    return ckpt, after
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_two_processes_take_the_one_process_step(one_process, parallel, tmp_path):
+    ckpt, want = one_process
+    got = train(TORCHRUN, ckpt, tmp_path / parallel, f"model.finetune.parallel={parallel}",
+                "model.finetune.bucket_tokens=150")
+    assert got.keys() == want.keys()
+    assert max((got[k] - want[k]).abs().max() for k in want) < 2e-5  # the update itself is ~1e-3 per weight
