@@ -6,7 +6,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from treedec.data.synth import Sample, SynthConfig, generate_page
+from treedec.data.synth import Sample, SynthConfig, generate_page, synth_config
 from treedec.errors import UserError
 
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -26,7 +26,7 @@ class SynthDataset:
         if bad:
             raise UserError(f"unknown data.page keys {sorted(bad)}; known: {', '.join(sorted(known))}")
         try:
-            self.config = SynthConfig(**{**{k: v for k, v in (base or {}).items() if k in known}, **page})
+            self.config = synth_config(page, {k: v for k, v in (base or {}).items() if k in known})
         except (TypeError, ValueError) as e:
             raise UserError(f"bad synthetic page config: {e}") from None
         for key, value in (("pages", pages), ("seed", seed)):
