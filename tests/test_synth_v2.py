@@ -108,5 +108,36 @@ def test_depth_prints_and_records_page_statistics(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["page_config"]["preset"] == "v2" and s["page_config"]["width"] == PRESETS["v2"]["width"]
-    assert s["page_stats"]["regions"][1] == s["page_stats"]["regions"][1] > 5
+    assert s["page_stats"]["regions"][1] > 5 and s["page_stats"]["tokens_text"][1] > 50
     assert "tokens_text" in r.stdout
+
+
+def test_tiny_v2_experiment_trains_on_v2_model_pages():
+    from omegaconf import OmegaConf
+
+    from treedec.training.trainer import TrainConfig
+
+    cfg = _compose("train", ["+experiment=tiny_v2"])
+    tcfg = TrainConfig(**OmegaConf.to_container(cfg.train, resolve=True))
+    pages = [synth_config(dict(st["page"]), base={"width": 256, "height": 256}) for st in tcfg.stages]
+    assert all(p.preset == "v2_model" and p.width == cfg.model.spec.image_size == 640 for p in pages)
+    assert pages[-1] == synth_config({"preset": "v2_model"})
+    assert pages[-1].cell == (cfg.model.spec.patch_size,) * 2  # one glyph per ViT patch: the grounding losses need it
+
+
+def test_warm_start_keeps_a_position_grid_of_the_same_size_and_resizes_others():
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("warm_start_v2", ROOT / "experiments" / "warm_start_v2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table = torch.randn(16 * 16, 8)
+    assert torch.allclose(mod.resize_positions(table, 16), table, atol=1e-5)
+    grown = mod.resize_positions(table, 40)
+    assert grown.shape == (1600, 8)
+    # a smooth grid stays smooth: a linear ramp resized is (close to) a linear ramp
+    ramp = torch.arange(16.0).repeat(16, 1).reshape(256, 1)
+    row = mod.resize_positions(ramp, 40).reshape(40, 40)[20]
+    assert (row[5:35].diff() > 0).all()
