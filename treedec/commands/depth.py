@@ -1,5 +1,9 @@
-"""`python -m treedec depth`: oracle depth of every page of a data set."""
+"""`python -m treedec depth`: oracle depth of every page of a data set, and the page
+statistics that drive it. Synthetic pages default to the model's page distribution, as in
+`run` (the shipped model's unless model.path names another), so both see the same pages."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
@@ -7,15 +11,27 @@ from rich.table import Table
 from tqdm import tqdm
 
 from treedec.data import open_dataset
-from treedec.depth import page_depth
-from treedec.models.vlm import vlm_tokenizer
+from treedec.depth import page_stats, quartiles, stats_table, summarize
+from treedec.models.vlm import SHIPPED, checkpoint_pages, vlm_tokenizer
 from treedec.outputs import RunOutput
 from treedec.strategies.base import build_strategy
 
 
-def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    q1, med, q3 = np.percentile(values, [25, 50, 75])
-    return float(q1), float(med), float(q3)
+def model_pages(model_cfg) -> dict | None:
+    """The page distribution `run` would take from the model `model_cfg` names (its treedec.json
+    `pages`; square pages of its image size for model=random), read without loading weights."""
+    if model_cfg is None:
+        return None
+    if model_cfg.get("name") == "random":
+        size = model_cfg.spec.image_size
+        return {"width": size, "height": size}
+    path = Path(model_cfg.get("path") or SHIPPED)
+    return checkpoint_pages(path) if path.is_dir() else None
+
+
+def depth_dataset(cfg, render: bool = False):
+    """The data set `depth` measures: `cfg.data`, synthetic knobs left unset from the model's pages."""
+    return open_dataset(cfg.data, render=render, model_pages=model_pages(cfg.get("model")))
 
 
 def plot_depths(rows: list[dict], path) -> None:
@@ -46,20 +62,20 @@ def plot_depths(rows: list[dict], path) -> None:
 
 def main(cfg, out: RunOutput) -> dict:
     strategy = build_strategy(cfg.strategy, vlm_tokenizer())
-    data = open_dataset(cfg.data, render=False)
+    data = depth_dataset(cfg)
     rows = []
     for sample in tqdm(data, total=len(data), desc="depth", unit="page"):
         if sample.page is None:
             out.page(sample.name, {"flags": ["no ground truth"]})
             continue
-        r = page_depth(sample.page, strategy)
+        r = page_stats(sample.page, strategy)
         rows.append(r)
         out.page(sample.name, r)
     if not rows:
         from treedec.errors import UserError
 
         raise UserError(f"data set {cfg.data.name} has no annotated pages; depth needs ground truth")
-    seq_q, fork_q, red_q = (_quartiles([r[k] for r in rows]) for k in ("sequential_depth", "fork_depth", "reduction"))
+    seq_q, fork_q, red_q = (quartiles(r[k] for r in rows) for k in ("sequential_depth", "fork_depth", "reduction"))
     summary = {
         "pages": len(rows), "data": cfg.data.name, "strategy": strategy.name,
         "median_sequential_depth": seq_q[1], "median_fork_depth": fork_q[1], "median_reduction": red_q[1],
@@ -67,7 +83,12 @@ def main(cfg, out: RunOutput) -> dict:
         "iqr_reduction": [red_q[0], red_q[2]],
         "aggregate_reduction": 1 - sum(r["fork_depth"] for r in rows) / sum(r["sequential_depth"] for r in rows),
         "tokenizer": "treedec char-level",
+        "page_stats": summarize(rows),  # quartiles [q1, median, q3] of the figures that drive depth
     }
+    if getattr(data, "config", None) is not None:
+        from dataclasses import asdict
+
+        summary["page_config"] = asdict(data.config)
     plot_depths(rows, out.dir / "depth_hist.png")
     t = Table(title=f"Oracle depth, {strategy.name} vs sequential, {cfg.data.name}, {len(rows)} pages "
                     "(tokens = forward steps)")
@@ -77,4 +98,5 @@ def main(cfg, out: RunOutput) -> dict:
     t.add_row(f"{strategy.name} depth", f"{fork_q[1]:.0f}", f"{fork_q[0]:.0f}-{fork_q[2]:.0f}")
     t.add_row("reduction", f"{100 * red_q[1]:.1f}%", f"{100 * red_q[0]:.1f}-{100 * red_q[2]:.1f}%")
     Console().print(t)
+    Console(width=100).print(stats_table({cfg.data.name: summary["page_stats"]}, "Page statistics (tokens)"))
     return summary

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from treedec.data.files import FileSample, FilesDataset
-from treedec.data.synth import Sample, SynthConfig, generate_page
+from treedec.data.synth import Sample, SynthConfig, generate_page, synth_config
 from treedec.errors import UserError
 
 __all__ = ["DATASETS", "FileSample", "FilesDataset", "OmniDocBenchDataset", "SynthDataset", "open_dataset"]
@@ -28,7 +28,7 @@ class SynthDataset:
         if bad:
             raise UserError(f"unknown data.page keys {sorted(bad)}; known: {', '.join(sorted(known))}")
         try:
-            self.config = SynthConfig(**{**{k: v for k, v in (base or {}).items() if k in known}, **page})
+            self.config = synth_config(page, {k: v for k, v in (base or {}).items() if k in known})
         except (TypeError, ValueError) as e:
             raise UserError(f"bad synthetic page config: {e}") from None
         for key, value in (("pages", pages), ("seed", seed)):

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from treedec.data.synth import SynthConfig, generate_page
+from treedec.data.synth import SynthConfig, generate_page, synth_config
 from treedec.errors import UserError
 from treedec.models.attention import register
 from treedec.models.vlm import VLM, pixels
@@ -171,10 +171,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ data
     def _page_config(self, overrides: dict[str, Any]) -> SynthConfig:
-        """Synthetic pages of a curriculum stage: square pages of the model's image size by default."""
+        """Synthetic pages of a curriculum stage: its `preset` (data.synth.presets) or square pages of
+        the model's image size, under the stage's other knobs."""
         size = self.vlm.spec.image_size
         try:
-            return SynthConfig(**{"width": size, "height": size, **overrides})
+            return synth_config(overrides, base={"width": size, "height": size})
         except (TypeError, ValueError) as e:
             raise UserError(f"bad train.stages page config {overrides}: {e}") from None
 

@@ -1,4 +1,5 @@
 """Synthetic pages: seeded, rendered offline, with exact ground truth."""
-from treedec.data.synth.generator import Sample, SynthConfig, generate_page
+from treedec.data.synth.generator import Sample, SynthConfig, generate_page, synth_config
+from treedec.data.synth.presets import PRESETS
 
-__all__ = ["Sample", "SynthConfig", "generate_page"]
+__all__ = ["PRESETS", "Sample", "SynthConfig", "generate_page", "synth_config"]

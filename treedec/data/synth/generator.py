@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from treedec.data.synth import content as C
+from treedec.data.synth.presets import PRESETS
 from treedec.data.synth.render import draw_figure, draw_text_line, formula_image
 from treedec.page import Block, Page
 
@@ -27,8 +28,11 @@ class SynthConfig:
     margin: int = 2  # in cells
     regions: tuple[int, int] = (3, 8)  # body regions per page (min, max), space permitting
     columns: str = "mixed"  # one | two | mixed
+    two_column_prob: float = 0.5  # columns=mixed: the chance of a two-column page
     text_mode: str = "mixed"  # words | random | mixed
     para_words: tuple[int, int] = (3, 24)
+    title_words: tuple[int, int] = (2, 6)
+    caption_words: tuple[int, int] = (1, 5)  # after "Figure n: " (table captions: up to one fewer); 0: the label alone
     wrap: str = "word"  # word: break lines between words | hard: fill every line, break anywhere
     kinds: dict[str, float] = field(default_factory=lambda: {
         "text_block": 0.55, "title": 0.15, "table": 0.12, "equation_isolated": 0.1, "figure": 0.08})
@@ -44,10 +48,13 @@ class SynthConfig:
     # a short one-row text block on the last row is drawn exactly like a footer
     footer_rule: bool = True
     noise: float = 0.0  # std of additive pixel noise, in [0, 1]
+    # the named preset (treedec.data.synth.presets) these knobs started from; informative only,
+    # `synth_config` applies it (None: the defaults above, preset `base`)
+    preset: str | None = None
 
     def __post_init__(self):
-        self.cell = tuple(self.cell)
-        self.regions = tuple(self.regions)
+        for name in ("cell", "regions", "para_words", "title_words", "caption_words", "table_rows", "table_cols"):
+            setattr(self, name, tuple(getattr(self, name)))
         if self.columns not in ("one", "two", "mixed"):
             raise ValueError(f"columns must be one, two or mixed, got {self.columns!r}")
         if self.wrap not in ("word", "hard"):
@@ -59,9 +66,26 @@ class SynthConfig:
         if cols < 6 or rows < 3:
             raise ValueError(f"page {self.width}x{self.height} holds only {cols}x{rows} glyph cells inside the margins; "
                              "make it larger or the cell smaller")
+        if not 0 <= self.two_column_prob <= 1:
+            raise ValueError(f"two_column_prob is a probability, got {self.two_column_prob}")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; known: {', '.join(PRESETS)}")
         unknown = set(self.kinds) - {"text_block", "title", "table", "equation_isolated", "figure"}
         if unknown:
             raise ValueError(f"unknown region kinds {sorted(unknown)}")
+
+
+def synth_config(knobs: dict | None = None, base: dict | None = None) -> SynthConfig:
+    """The SynthConfig of `knobs`: the other knobs over their named `preset` when they name
+    one, else over `base` (e.g. the page distribution a model was trained on), over
+    SynthConfig's defaults."""
+    knobs = dict(knobs or {})
+    base = dict(base or {})
+    preset = knobs.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    merged = {**PRESETS[preset], **knobs} if preset else {**base, **knobs}
+    return SynthConfig(**merged)
 
 
 @dataclass
@@ -185,7 +209,7 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
         if cfg.footer_rule:
             cv.rule(bottom)  # the blank row between the body and the foot
 
-    two = cfg.columns == "two" or (cfg.columns == "mixed" and rng.random() < 0.5)
+    two = cfg.columns == "two" or (cfg.columns == "mixed" and rng.random() < cfg.two_column_prob)
     span = ncols - 2 * m
     if two and span >= 30:
         gap = 2
@@ -244,12 +268,17 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
     return Sample(name, page, image, cv.cells)
 
 
+def _caption(rng: random.Random, cfg: SynthConfig, label: str, words: int) -> str:
+    """`label: some words` (the label alone for no words)."""
+    return f"{label}: " + C.sentence(rng, words, cfg.text_mode) if words else label
+
+
 def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int, row: int, width: int,
            room: int, tables: int, figures: int) -> int | None:
     """Place one region of `kind` at (x0, row) within `width` x `room` cells; its height in rows, or None."""
     cw, ch = cfg.cell
     if kind in ("text_block", "title"):
-        n = rng.randint(*cfg.para_words) if kind == "text_block" else rng.randint(2, 6)
+        n = rng.randint(*(cfg.para_words if kind == "text_block" else cfg.title_words))
         text = C.sentence(rng, n, cfg.text_mode)
         if kind == "title":
             text = text.rstrip(".").capitalize()
@@ -280,7 +309,8 @@ def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int
         rows_needed = 2 + -(-(len(grid) * row_px + 2) // ch)  # caption line + gap + table
         if sum(col_px) + 1 > width * cw or rows_needed > room:
             return None
-        caption = f"Table {tables + 1}: " + C.sentence(rng, rng.randint(1, 4), cfg.text_mode)
+        lo, hi = cfg.caption_words
+        caption = _caption(rng, cfg, f"Table {tables + 1}", rng.randint(lo, max(lo, hi - 1)))
         cap_lines = _wrap(caption, width)[:1]
         cv.text("table_caption", x0, row, cap_lines)
         box = _draw_table(cv, grid, x0 * cw, (row + 1) * ch + ch // 2, col_px, row_px)
@@ -298,7 +328,7 @@ def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int
         else:
             rng.random()
         cv.add("figure", box, "")
-        caption = f"Figure {figures + 1}: " + C.sentence(rng, rng.randint(1, 5), cfg.text_mode)
+        caption = _caption(rng, cfg, f"Figure {figures + 1}", rng.randint(*cfg.caption_words))
         cv.text("figure_caption", x0, row + fig_rows, _wrap(caption, width)[:1])
         return fig_rows + 1
     raise ValueError(f"unknown region kind {kind!r}")
