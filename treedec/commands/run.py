@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from treedec.data import open_dataset
+from treedec.engine.draft_stats import depth_figures
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
@@ -130,6 +131,7 @@ def main(cfg, out: RunOutput) -> dict:
         summary["steps_ratio"] = bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
+    summary.update(depth_figures(r.by_depth for r in main_res.records))  # drafting runs: acceptance_by_depth
     summary["by_concurrency"] = by_level
     plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
     plot_steps(results, plots[0])
