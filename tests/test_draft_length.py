@@ -28,7 +28,7 @@ class _Fixed:
     def __init__(self, tree):
         self.tree = tree
 
-    def propose(self, graph, sid, sample):
+    def propose(self, graph, sid, sample, state=None):
         return self.tree
 
 
@@ -61,7 +61,7 @@ class _OwnOutputCorrupted:
     def __init__(self, refs: dict, vocab: int, bad: int = 3):
         self.refs, self.vocab, self.bad = refs, vocab, bad
 
-    def propose(self, graph, sid, sample):
+    def propose(self, graph, sid, sample, state=None):
         s = graph[sid]
         own, ref = s.tokens[s.prompt_len:], self.refs[sample.name]
         if own != ref[:len(own)] or len(own) >= len(ref):
@@ -85,7 +85,7 @@ def test_adaptive_length_same_pages_same_steps_fewer_draft_tokens():
     refs: dict = {}
 
     class Recorder:  # no drafts; notes each page's generated tokens
-        def propose(self, graph, sid, sample):
+        def propose(self, graph, sid, sample, state=None):
             s = graph[sid]
             refs[sample.name] = s.tokens[s.prompt_len:]
 
@@ -100,6 +100,7 @@ def test_adaptive_length_same_pages_same_steps_fewer_draft_tokens():
         runs[adaptive] = parse_pages(vlm, strategy, samples, ecfg, progress=False)
     for res in runs.values():
         assert [r.text for r in res.records] == [r.text for r in plain.records]
+        assert sum(r.accepted for r in res.records) > 0 and sum(r.drafted - r.accepted for r in res.records) > 0
     steps = {k: [r.steps for r in res.records] for k, res in runs.items()}
     drafted = {k: sum(r.drafted for r in res.records) for k, res in runs.items()}
     assert steps[True] == steps[False] and max(steps[True]) < max(r.steps for r in plain.records), steps

@@ -104,7 +104,7 @@ def test_blocked_attention_step_equals_the_dense_mask():
     for attention in ("dense", "blocked"):
         eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=4, attention=attention),
                      [PerPrompt()])
-        eng.policy.draft = lambda graph, sid, sample: DraftTree([7, 8, 9, 10], [-1, 0, 0, 2])  # a tree on every stream
+        eng.policy.draft = lambda graph, sid, sample, state=None: DraftTree([7, 8, 9, 10], [-1, 0, 0, 2])  # a tree on every stream
         seen = []
         step = eng.model.step
         eng.model.step = lambda *a, **k: seen.append(step(*a, **k)) or seen[-1]

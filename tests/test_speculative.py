@@ -20,14 +20,14 @@ class ReferenceDrafter:
         self.ref, self.quality, self.k = reference, quality, k
         self.rng = random.Random(seed)
 
-    def propose(self, graph, sid, sample):
+    def propose(self, graph, sid, sample, state=None):
         s = graph[sid]
         truth = self.ref[sid].tokens[len(s.tokens): len(s.tokens) + self.k] if sid < len(self.ref) else []
         junk = lambda: self.rng.randrange(len(TOK))  # noqa: E731
         if self.quality == "junk":
             return DraftTree.chain([junk() for _ in range(self.k)])
-        if self.quality == "perfect":
-            return DraftTree.chain(truth) if truth else None
+        if self.quality == "perfect":  # the true tokens, then one wrong (cut where the stream ends)
+            return DraftTree.chain(truth + [(truth[-1] + 1) % len(TOK)]) if truth else None
         tokens, parents, parent = [], [], -1
         for t in truth:  # at each depth: two junk siblings, then the true token, which continues
             for _ in range(2):
@@ -59,6 +59,7 @@ def test_speculation_is_lossless(name, quality):
         drafter = ReferenceDrafter(ref.graph.streams, quality)
         [spec] = _decode(model, STRATEGIES.get(name)(TOK), [prompts[int(ref.name[1:])]], procs, drafter)
         assert [s.tokens for s in spec.graph.streams] == [s.tokens for s in ref.graph.streams]
+        assert spec.drafted > spec.accepted  # drafts rejected
         if quality == "junk":  # a junk token is accepted only where it happens to be right
             assert spec.steps <= ref.steps and spec.accepted <= 0.05 * spec.drafted
         else:
@@ -72,6 +73,7 @@ def test_unconstrained_model_with_junk_drafts_matches():
     [spec] = _decode(model, STRATEGIES.get("sequential")(TOK), [p], [], ReferenceDrafter(ref.graph.streams, "tree"),
                      max_new_tokens=30)
     assert spec.graph[0].tokens == ref.graph[0].tokens
+    assert spec.accepted > 0 and spec.drafted > spec.accepted
 
 
 def test_accept_greedy_walks_the_agreeing_path():

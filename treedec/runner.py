@@ -33,6 +33,7 @@ class PageRecord:
     drafted: int = 0
     accepted: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    by_depth: list[list[int]] = field(default_factory=list)  # drafts per depth: engine.PageState.by_depth
 
     @property
     def accepted_per_step(self) -> float:
@@ -213,4 +214,4 @@ def _record(r: PageResult, strategy: Strategy) -> PageRecord:
     parsed = parse_flat(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
-                      flags, r.timeline, sample.page, r.drafted, r.accepted)
+                      flags, r.timeline, sample.page, r.drafted, r.accepted, by_depth=r.by_depth)

@@ -19,6 +19,7 @@ from rich.table import Table
 from treedec.commands.run_inputs import (check_some_readable, documents_of, input_figures, interrupted, model_notes,
                                          page_views)
 from treedec.data import open_dataset
+from treedec.engine.draft_stats import depth_figures
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
@@ -184,6 +185,7 @@ def main(cfg, out: RunOutput) -> dict:
         summary["steps_ratio"] = bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
+    summary.update(depth_figures(r.by_depth for r in main_res.records))  # drafting runs: acceptance_by_depth
     summary["by_concurrency"] = by_level
     if alerts:
         summary["notes"] = alerts

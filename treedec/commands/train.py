@@ -49,6 +49,10 @@ def plot_history(history: list[dict], path) -> None:
 
 
 def main(cfg, out: RunOutput) -> dict:
+    from treedec.training import mtp
+
+    if mtp.trains_head(cfg.strategy):  # the MTP head only, on the frozen model
+        return mtp.main(cfg, out)
     tcfg = TrainConfig(**OmegaConf.to_container(cfg.train, resolve=True))
     torch.set_num_threads(tcfg.threads)
     if cfg.model.get("name") == "qwen3_vl":

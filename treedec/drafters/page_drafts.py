@@ -9,7 +9,7 @@ import re
 
 from treedec.drafters.layout_lines import LayoutLines, layout_tree
 from treedec.drafters.ngram import NgramMatcher, prefix_tree
-from treedec.engine.draft import DraftTree
+from treedec.engine.draft import DraftTree, StreamState
 from treedec.graph import DecodingGraph
 from treedec.metrics.layout import iou
 from treedec.page import Page
@@ -37,7 +37,7 @@ class SequenceDrafter:
         self.matcher = matcher or NgramMatcher()
         self.seqs: dict[str, list[list[int]]] = {}
 
-    def propose(self, graph: DecodingGraph, sid: int, sample) -> DraftTree | None:
+    def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         drafts = self.seqs.get(getattr(sample, "name", ""))
         s = graph[sid]
         return continue_draft(s.tokens[s.prompt_len:], drafts, self.matcher) if drafts else None
@@ -93,7 +93,7 @@ class PageDraftDrafter:
                                 for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
 
-    def propose(self, graph: DecodingGraph, sid: int, sample) -> DraftTree | None:
+    def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         alternatives = self._for(getattr(sample, "name", ""))
         if not alternatives:
             return None

@@ -59,8 +59,22 @@ class DraftTree:
         return m
 
 
+@dataclass
+class StreamState:
+    """What the runtime knows of a stream beyond its tokens, handed to every drafter.
+
+    `hidden` [H]: the base model's last-layer hidden state (what its LM head read) at the
+    row whose logits chose the stream's last token: the last verified token, an accepted
+    draft node when a draft was accepted. None where the runtime has none (a branch before
+    its first forward, a runtime that does not read hidden states, a policy that did not
+    ask for them with `wants_hidden`)."""
+    hidden: torch.Tensor | None = None
+
+
 class Drafter(Protocol):
-    def propose(self, graph: DecodingGraph, sid: int, page: object) -> DraftTree | None:
+    # Optional: `wants_hidden = True` asks the runtime for `StreamState.hidden`.
+    def propose(self, graph: DecodingGraph, sid: int, page: object, state: StreamState | None = None
+                ) -> DraftTree | None:
         """A draft tree continuing stream `sid` (after its last token), or None."""
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
-from treedec.engine.draft import Drafter, DraftTree, Verdict
+from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict
 from treedec.graph import DecodingGraph
 
 
@@ -35,8 +35,13 @@ class AdaptiveLength:
     # page graph -> stream -> cap; a page's caps go with its graph (no state across runs)
     caps: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
-    def propose(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
-        tree = self.inner.propose(graph, sid, sample)
+    @property
+    def wants_hidden(self) -> bool:
+        return getattr(self.inner, "wants_hidden", False)
+
+    def propose(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
+                ) -> DraftTree | None:
+        tree = self.inner.propose(graph, sid, sample, state)
         if not tree:
             return tree
         return cut(tree, self.caps.get(graph, {}).get(sid, self.limit))

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from treedec.engine.draft import DraftTree, Verdict
+from treedec.engine.draft import DraftTree, StreamState, Verdict
 from treedec.engine.kv import KVArena
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
@@ -54,6 +54,7 @@ class PageResult:
     sample: Any = None
     drafted: int = 0
     accepted: int = 0
+    by_depth: list[list[int]] = field(default_factory=list)  # PageState.by_depth
 
     @property
     def generated(self) -> int:
@@ -75,6 +76,16 @@ class PageState:
     timeline: list[list[int]] = field(default_factory=list)
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # draft tokens accepted
+    # per draft depth d (index d - 1): [verdicts on a draft reaching depth d, of those accepted to depth d]
+    by_depth: list[list[int]] = field(default_factory=list)
+
+    def count_depths(self, tree: DraftTree, accepted: int) -> None:
+        deepest = max(tree.depths(), default=0)
+        while len(self.by_depth) < deepest:
+            self.by_depth.append([0, 0])
+        for d in range(deepest):
+            self.by_depth[d][0] += 1
+            self.by_depth[d][1] += accepted > d
 
 
 @dataclass
@@ -82,6 +93,7 @@ class _Page(PageState):
     slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
     offset: int = 0  # added to the graph positions the model sees (Prompt.position_offset)
+    hidden: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> StreamState.hidden (wants_hidden)
 
 
 Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsProcessor: (ids [1,T], scores [1,V])
@@ -98,6 +110,7 @@ class Engine:
         self._next_pid = 0
         self.forward_passes = 0
         self._observe = getattr(policy, "observe", None)  # optional: a drafter that learns from verdicts
+        self._hidden = bool(getattr(policy, "wants_hidden", False))  # optional: drafters read hidden states
         if self.cfg.attention not in ("auto", "blocked", "dense"):
             raise UserError(f"runtime.attention must be auto, blocked or dense, got {self.cfg.attention!r}")
         self._blocks = self.cfg.attention != "dense" and getattr(model, "supports_blocks", False)
@@ -136,7 +149,10 @@ class Engine:
                      offset=prompt.position_offset)
         self._next_pid += 1
         root = page.graph.root(prompt.ids, label="root")
-        logits, kv = self.model.prefill(prompt)
+        if self._hidden:
+            logits, kv, page.hidden[root.id] = self.model.prefill(prompt, hidden=True)
+        else:
+            logits, kv = self.model.prefill(prompt)
         self.forward_passes += 1
         page.slots[root.id] = self.arena.add_prefill(kv, page.pid)
         page.anc[root.id] = torch.empty(0, dtype=torch.long)
@@ -152,7 +168,8 @@ class Engine:
             for s in page.graph.live():
                 done = len(page.slots[s.id])
                 if done < len(s.tokens):
-                    tree = self.policy.draft(page.graph, s.id, page.sample)
+                    state = StreamState(page.hidden.get(s.id))
+                    tree = self.policy.draft(page.graph, s.id, page.sample, state)
                     work.append((page, s.id, done, tree if tree else None))
         if not work:
             return
@@ -182,14 +199,16 @@ class Engine:
             row += n + d
         owned = page_slots(self.arena.owner, base)
         real = sum(r * k for r, k in page_sizes(spans, owned))
+        extra = {"hidden": True} if self._hidden else {}
         if self._use_blocks(spans, real, n_new * (base + n_new)):
             pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
             self.attention_stats.add(real, pages.padded, len(pages.buckets))
-            logits = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep), pages=pages)
+            out = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep), pages=pages, **extra)
         else:
             self.attention_stats.add(real, n_new * (base + n_new))
-            logits = self.model.step(ids, pos, dense_mask(spans, base, n_new), self.arena.cache,
-                                     keep=torch.tensor(keep))
+            out = self.model.step(ids, pos, dense_mask(spans, base, n_new), self.arena.cache,
+                                  keep=torch.tensor(keep), **extra)
+        logits, hidden = out if self._hidden else (out, None)
         self.forward_passes += 1
         touched: dict[int, list[int]] = {}
         at = 0
@@ -204,6 +223,10 @@ class Engine:
             self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
             page.drafted += d
             page.accepted += len(verdict.nodes)
+            if tree:
+                page.count_depths(tree, len(verdict.nodes))
+            if hidden is not None:  # the row that chose the stream's new last token: after its last accepted node
+                page.hidden[sid] = hidden[at - 1 - d + (1 + verdict.nodes[-1] if verdict.nodes else 0)]
             touched.setdefault(page.pid, []).append(sid)
             self._extend(page, sid, verdict.tokens, [dslots[i] for i in verdict.nodes])
         for page in self.active:
@@ -293,6 +316,7 @@ class Engine:
         self.active.remove(page)
         self.arena.free([i for sl in page.slots.values() for i in sl])
         page.slots.clear()
+        page.hidden.clear()
         now = time.perf_counter()
         return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
-                          page.flags, page.timeline, page.sample, page.drafted, page.accepted)
+                          page.flags, page.timeline, page.sample, page.drafted, page.accepted, page.by_depth)

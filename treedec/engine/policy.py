@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from treedec.engine.draft import DraftTree, Verdict
+from treedec.engine.draft import DraftTree, StreamState, Verdict
 from treedec.graph import DecodingGraph
 
 
@@ -24,7 +24,8 @@ class Policy(Protocol):
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
         """Does `token` end stream `sid`?"""
 
-    def draft(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
+    def draft(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
+              ) -> DraftTree | None:
         """A draft tree continuing `sid`, or None (no speculation)."""
 
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
@@ -33,3 +34,4 @@ class Policy(Protocol):
 
     # Optional: observe(graph, sid, sample, tree, verdict) -> None, told every verdict on a
     # draft (e.g. treedec.engine.draft_length.AdaptiveLength adapts its proposals' depth).
+    # Optional: wants_hidden (bool): `draft` gets the stream's `StreamState.hidden`.

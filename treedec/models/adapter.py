@@ -10,6 +10,27 @@ from typing import Any
 
 import torch
 
+class capture_hidden:
+    """Context manager recording what `model`'s LM head reads (its input rows: exactly the
+    rows whose logits the forward keeps) — the base model's last hidden states, for drafters
+    that draft from them (MTP heads). Works for any HF model with `get_output_embeddings`."""
+
+    def __init__(self, model: torch.nn.Module, on: bool = True):
+        self.head = model.get_output_embeddings() if on else None
+        self.rows: torch.Tensor | None = None
+
+    def __enter__(self) -> "capture_hidden":
+        if self.head is not None:
+            self._hook = self.head.register_forward_pre_hook(self._record)
+        return self
+
+    def _record(self, module, args):
+        self.rows = args[0]
+
+    def __exit__(self, *exc) -> None:
+        if self.head is not None:
+            self._hook.remove()
+
 
 @dataclass
 class Prompt:
@@ -36,38 +57,46 @@ class CausalLMAdapter:
         return DynamicCache(config=self.text_config)
 
     @torch.inference_mode()
-    def prefill(self, prompt: Prompt) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Logits after the last prompt token [V] and the prompt's KV per layer."""
+    def prefill(self, prompt: Prompt, hidden: bool = False):
+        """Logits after the last prompt token [V] and the prompt's KV per layer; with `hidden`,
+        also the last token's last-layer hidden state [H] (see `capture_hidden`)."""
         cache = self.new_cache()
         ids = torch.tensor([prompt.ids], dtype=torch.long)
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **prompt.inputs)
+        with capture_hidden(self.model, hidden) as cap:
+            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **prompt.inputs)
         kv = [(layer.keys, layer.values) for layer in cache.layers]
+        if hidden:
+            return out.logits[0, -1].float(), kv, cap.rows[0, -1].float()
         return out.logits[0, -1].float(), kv
 
     supports_blocks = True  # `step(pages=...)`: page-blocked attention (treedec.models.attention)
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache,
-             keep: torch.Tensor | None = None, pages=None) -> torch.Tensor:
+             keep: torch.Tensor | None = None, pages=None, hidden: bool = False):
         """One forward over a flat batch of Q new tokens.
 
         ids, positions: [Q]; mask: [Q, K] additive float (0 / -inf) over K = cache + Q slots;
         keep: rows whose logits are needed (default all). Returns logits [len(keep), V];
         the cache grows by Q slots. With `pages` (a `treedec.models.attention.PageBatch`: each
-        page's rows, keys and mask) attention runs page by page and `mask` is not needed."""
-        if pages is None:
-            out = self.model(input_ids=ids[None], position_ids=positions[None],
-                             attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
-                             logits_to_keep=keep if keep is not None else 0)
-            return out.logits[0].float()
-        from treedec.models.attention import register
+        page's rows, keys and mask) attention runs page by page and `mask` is not needed. With
+        `hidden`, returns (logits, the kept rows' last-layer hidden states [len(keep), H])."""
+        with capture_hidden(self.model, hidden) as cap:
+            if pages is None:
+                out = self.model(input_ids=ids[None], position_ids=positions[None],
+                                 attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
+                                 logits_to_keep=keep if keep is not None else 0)
+            else:
+                from treedec.models.attention import register
 
-        before = self.text_config._attn_implementation
-        self.text_config._attn_implementation = register()
-        try:
-            out = self.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
-                             past_key_values=cache, use_cache=True, logits_to_keep=keep if keep is not None else 0,
-                             pages=pages)
-        finally:
-            self.text_config._attn_implementation = before
+                before = self.text_config._attn_implementation
+                self.text_config._attn_implementation = register()
+                try:
+                    out = self.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
+                                     past_key_values=cache, use_cache=True,
+                                     logits_to_keep=keep if keep is not None else 0, pages=pages)
+                finally:
+                    self.text_config._attn_implementation = before
+        if hidden:
+            return out.logits[0].float(), cap.rows[0].float()
         return out.logits[0].float()

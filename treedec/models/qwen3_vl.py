@@ -48,7 +48,7 @@ import torch
 from PIL import Image
 
 from treedec.errors import UserError
-from treedec.models.adapter import CausalLMAdapter, Prompt
+from treedec.models.adapter import CausalLMAdapter, Prompt, capture_hidden
 from treedec.models.vlm import MODES, VLM
 from treedec.serialize import BLOCK, CATEGORY_TOKENS, CHILD, CONTROL, EOS, FORK
 
@@ -128,24 +128,30 @@ class Qwen3VLAdapter(CausalLMAdapter):
         self.device = next(model.parameters()).device
 
     @torch.inference_mode()
-    def prefill(self, prompt: Prompt) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    def prefill(self, prompt: Prompt, hidden: bool = False):
         if "position_ids" not in prompt.inputs:
             raise ValueError("a Qwen3-VL prompt carries its mrope position_ids (build it with Qwen3VL.prompt)")
         cache = self.new_cache()
         ids = torch.tensor([prompt.ids], dtype=torch.long, device=self.device)
         inputs = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in prompt.inputs.items()}
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
+        with capture_hidden(self.model, hidden) as cap:
+            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
         kv = [(layer.keys, layer.values) for layer in cache.layers]
+        if hidden:
+            return out.logits[0, -1].float().cpu(), kv, cap.rows[0, -1].float().cpu()
         return out.logits[0, -1].float().cpu(), kv
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache,
-             keep: torch.Tensor | None = None) -> torch.Tensor:
+             keep: torch.Tensor | None = None, hidden: bool = False):
         dev = self.device
         pos = positions.to(dev).view(1, 1, -1).expand(3, 1, -1)
-        out = self.model(input_ids=ids[None].to(dev), position_ids=pos,
-                         attention_mask=mask[None, None].to(dev, self.dtype), past_key_values=cache, use_cache=True,
-                         logits_to_keep=keep.to(dev) if keep is not None else 0)
+        with capture_hidden(self.model, hidden) as cap:
+            out = self.model(input_ids=ids[None].to(dev), position_ids=pos,
+                             attention_mask=mask[None, None].to(dev, self.dtype), past_key_values=cache, use_cache=True,
+                             logits_to_keep=keep.to(dev) if keep is not None else 0)
+        if hidden:
+            return out.logits[0].float().cpu(), cap.rows[0].float().cpu()
         return out.logits[0].float().cpu()
 
 

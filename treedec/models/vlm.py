@@ -69,6 +69,7 @@ class VLM:
     """Model + tokenizer + spec; `prompt(image, mode)` builds what the engine prefills."""
 
     trainable = True  # `python -m treedec train` can continue it
+    directory: Path | None = None  # the checkpoint folder it was loaded from
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, spec: VLMSpec, pages: dict | None = None):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
@@ -142,7 +143,9 @@ class VLM:
             tok = Tokenizer.load(d)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
-        return cls(model.eval(), tok, spec, meta.get("pages"))
+        vlm = cls(model.eval(), tok, spec, meta.get("pages"))
+        vlm.directory = d  # where files trained for this checkpoint lie beside it (an MTP head: treedec.drafters.mtp)
+        return vlm
 
 
 def _idefics3_config(d: Path):

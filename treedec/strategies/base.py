@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from treedec.engine.draft import Drafter, DraftTree, Verdict, accept_greedy
+from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict, accept_greedy
 from treedec.engine.policy import Fork
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
@@ -73,8 +73,13 @@ class Strategy:
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
         return token == self.tokenizer.eos_id
 
-    def draft(self, graph: DecodingGraph, sid: int, sample: object) -> DraftTree | None:
-        return self.drafter.propose(graph, sid, sample) if self.drafter else None
+    @property
+    def wants_hidden(self) -> bool:
+        return bool(getattr(self.drafter, "wants_hidden", False))
+
+    def draft(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
+              ) -> DraftTree | None:
+        return self.drafter.propose(graph, sid, sample, state) if self.drafter else None
 
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
         return self.acceptor(tree, choices, logits)

@@ -4,9 +4,11 @@ Stage 1: every draft region is cropped and decoded by the target model (prompt m
 `crop`) with the region's draft as speculation; stage 2: the page is decoded by the base
 strategy with drafts: the stage-1 outputs (`stage2_drafts=stage1`, as published) or those
 and the pipeline's text as alternatives (`both`, the default: where a crop was misread the
-pipeline's text still proposes). The base strategy is `sequential` (HSD as published) or
-`padoc` (`padoc_hsd`: the layout stream drafted from the draft layout, every content
-branch from the draft region its box overlaps). Acceptance is exact greedy, so the
+pipeline's text still proposes). The base strategy is any fork strategy by name
+(`strategy.base`): `sequential` (HSD as published), `padoc` (`padoc_hsd`: the layout
+stream drafted from the draft layout, every content branch from the draft region its box
+overlaps), `padoc_rows`, ... With `mtp=true`, MTP drafts where the page drafts propose
+nothing (`treedec.drafters.mtp`). Acceptance is exact greedy, so the
 pages equal the base strategy's; a page's depth is its stage-1 depth (its crops run in
 parallel) plus its stage-2 depth.
 
@@ -19,6 +21,7 @@ and field by field, `treedec.drafters.layout_lines`).
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 from treedec.data.synth import Sample
 from treedec.drafters.ngram import NgramMatcher
@@ -28,8 +31,9 @@ from treedec.engine.draft_length import AdaptiveLength
 from treedec.errors import UserError
 from treedec.serialize import EOS
 from treedec.strategies.base import STRATEGIES, Strategy
-from treedec.strategies.padoc import layout_fork, tree_target
+from treedec.strategies.mtp import with_mtp
 from treedec.strategies.sequential import flat_target
+from treedec.strategies.speculation import fork_base
 from treedec.tokenizer import Tokenizer
 from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 
@@ -46,10 +50,10 @@ class TwoStages:
     """The `prepare` step: draft every page (pipeline OCR), then refine each draft region by
     decoding its crop with the target model (stage 1)."""
 
-    def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, source: str, stage1: bool, cache_dir: str | None,
-                 matcher: NgramMatcher, adaptive: bool = False, stage2_drafts: str = "both", snap: bool = True):
-        self.tok, self.drafter, self.source, self.stage1, self.cache_dir = tok, drafter, source, stage1, cache_dir
-        self.matcher, self.adaptive, self.stage2_drafts, self.snap = matcher, adaptive, stage2_drafts, snap
+    def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, options: "HSDOptions", matcher: NgramMatcher):
+        self.tok, self.drafter, self.matcher = tok, drafter, matcher
+        self.source, self.stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
+        self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
@@ -121,52 +125,70 @@ def on_grid(page, grid: int):
     return page
 
 
-def _hsd(tokenizer: Tokenizer, name: str, base: str, drafts: str, stage1: bool, cache_dir: str | None, w_min: int,
-         w_max: int, max_depth: int, max_nodes: int, relaxed_threshold: float | None, draft_len: str,
-         stage2_drafts: str, fuzzy: int, snap: bool, layout: str = "ngram") -> Strategy:
-    if drafts not in ("pipeline", "oracle"):
-        raise UserError(f"strategy.drafts must be pipeline or oracle, got {drafts!r}")
-    if draft_len not in ("fixed", "adaptive"):
-        raise UserError(f"strategy.draft_len must be fixed or adaptive, got {draft_len!r}")
-    if stage2_drafts not in ("stage1", "both"):
-        raise UserError(f"strategy.stage2_drafts must be stage1 or both, got {stage2_drafts!r}")
-    if relaxed_threshold is not None and not 0 < relaxed_threshold <= 1:
-        raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {relaxed_threshold}")
-    if fuzzy != 0 and fuzzy < 2:
-        raise UserError(f"strategy.fuzzy must be 0 (off) or a window of at least 2 tokens, got {fuzzy}")
-    if layout not in ("ngram", "lines"):
-        raise UserError(f"strategy.layout must be ngram or lines, got {layout!r}")
-    matcher = NgramMatcher(w_min, w_max, max_depth, max_nodes, fuzzy)
-    if base == "sequential":
-        strategy = Strategy(name, "flat", tokenizer, flat_target)
-    else:
-        strategy = Strategy(name, "tree", tokenizer, tree_target, layout_fork)
-    pages = PageDraftDrafter(tokenizer, strategy.mode, matcher, layout=layout)
-    adaptive = draft_len == "adaptive"
-    strategy.drafter = AdaptiveLength(pages, max_depth) if adaptive else pages
-    strategy.prepare = TwoStages(tokenizer, pages, drafts, stage1, cache_dir, matcher, adaptive, stage2_drafts, snap)
-    if relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
-        strategy.acceptor = relaxed(relaxed_threshold)
+@dataclass
+class HSDOptions:
+    """HSD's options (the keys of `conf/strategy/hsd.yaml`): `base` is any fork strategy by
+    name; `mtp` adds MTP drafts where the page drafts propose nothing (`treedec.drafters.mtp`)."""
+    base: str = "sequential"
+    drafts: str = "pipeline"
+    stage1: bool = True
+    cache_dir: str | None = None
+    w_min: int = 3
+    w_max: int = 10
+    max_depth: int = 15
+    max_nodes: int = 128
+    relaxed_threshold: float | None = None
+    draft_len: str = "adaptive"
+    stage2_drafts: str = "both"
+    fuzzy: int = 4
+    snap: bool = True
+    layout: str = "lines"
+    mtp: bool = False
+    k: int = 6  # with mtp: MTP look-ahead depths
+    head: str | None = None  # with mtp: the MTP head's folder (null: beside the model's checkpoint)
+
+    def __post_init__(self):
+        if self.drafts not in ("pipeline", "oracle"):
+            raise UserError(f"strategy.drafts must be pipeline or oracle, got {self.drafts!r}")
+        if self.draft_len not in ("fixed", "adaptive"):
+            raise UserError(f"strategy.draft_len must be fixed or adaptive, got {self.draft_len!r}")
+        if self.stage2_drafts not in ("stage1", "both"):
+            raise UserError(f"strategy.stage2_drafts must be stage1 or both, got {self.stage2_drafts!r}")
+        if self.relaxed_threshold is not None and not 0 < self.relaxed_threshold <= 1:
+            raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {self.relaxed_threshold}")
+        if self.fuzzy != 0 and self.fuzzy < 2:
+            raise UserError(f"strategy.fuzzy must be 0 (off) or a window of at least 2 tokens, got {self.fuzzy}")
+        if self.layout not in ("ngram", "lines"):
+            raise UserError(f"strategy.layout must be ngram or lines, got {self.layout!r}")
+
+
+def _hsd(tokenizer: Tokenizer, name: str, options: dict, **defaults) -> Strategy:
+    try:
+        o = HSDOptions(**{**defaults, **options})
+    except TypeError as e:
+        raise UserError(f"bad config for strategy {name!r}: {e}") from None
+    matcher = NgramMatcher(o.w_min, o.w_max, o.max_depth, o.max_nodes, o.fuzzy)
+    strategy = fork_base(tokenizer, o.base, name)
+    pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
+    strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
+    strategy.prepare = TwoStages(tokenizer, pages, o, matcher)
+    if o.mtp:  # page drafts where they match, MTP where they do not
+        with_mtp(strategy, o.k, o.head)
+    if o.relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
+        strategy.acceptor = relaxed(o.relaxed_threshold)
         strategy.name += "_relaxed"
     return strategy
 
 
 @STRATEGIES.register("hsd")
-def hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
-        w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-        relaxed_threshold: float | None = None, draft_len: str = "adaptive", stage2_drafts: str = "both",
-        fuzzy: int = 4, snap: bool = True, layout: str = "lines") -> Strategy:
-    """HSD: sequential decoding verified against pipeline drafts (as published with
-    stage2_drafts=stage1, fuzzy=0, layout=ngram, snap=false)."""
-    return _hsd(tokenizer, "hsd", "sequential", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap, layout)
+def hsd(tokenizer: Tokenizer, **options) -> Strategy:
+    """HSD: the base strategy (sequential by default) verified against pipeline drafts (as
+    published with stage2_drafts=stage1, fuzzy=0, layout=ngram, snap=false); keyword
+    options: `HSDOptions`."""
+    return _hsd(tokenizer, "hsd", options)
 
 
 @STRATEGIES.register("padoc_hsd")
-def padoc_hsd(tokenizer: Tokenizer, drafts: str = "pipeline", stage1: bool = True, cache_dir: str | None = None,
-              w_min: int = 3, w_max: int = 10, max_depth: int = 15, max_nodes: int = 128,
-              relaxed_threshold: float | None = None, draft_len: str = "fixed",
-              stage2_drafts: str = "both", fuzzy: int = 4, snap: bool = True, layout: str = "lines") -> Strategy:
+def padoc_hsd(tokenizer: Tokenizer, **options) -> Strategy:
     """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
-    return _hsd(tokenizer, "padoc_hsd", "padoc", drafts, stage1, cache_dir, w_min, w_max, max_depth, max_nodes,
-                relaxed_threshold, draft_len, stage2_drafts, fuzzy, snap, layout)
+    return _hsd(tokenizer, "padoc_hsd", options, base="padoc", draft_len="fixed")

@@ -64,6 +64,11 @@ class TrainConfig:
     device: str = "auto"  # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
     start_step: int = 0  # continue a schedule from weights alone (model.path=...), e.g. without its optimizer state
     grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
+    # MTP head training (train strategy=mtp|hpd, treedec/training/mtp.py): pages whose base hidden states are
+    # computed once, rows per head step, the head's SwiGLU width
+    head_pages: int = 1500
+    head_batch: int = 256
+    head_intermediate: int = 512
 
     def __post_init__(self):
         self.strategies = list(self.strategies)

@@ -1,0 +1,104 @@
+"""HPD benchmark: sequential, padoc, mtp and hpd on the same unseen pages, one process.
+
+    python experiments/bench_hpd.py [--pages 32] [--seed 1000000] [--concurrency 16] [--k 6] [--out runs/bench_hpd]
+
+Per strategy: critical-path steps (median, mean; ratio against sequential), accepted per
+step (tokens a stream gains per forward it takes part in: all streams, the root stream,
+the branches), per-depth draft acceptance, quality; and whether the pages are identical
+token for token (every stream's token ids) to the strategy's base (mtp vs sequential, hpd
+vs padoc). Steps, tokens and acceptance do not depend on the machine; wall-clock figures
+are left out (time them on a quiet machine with experiments/bench_engine.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from treedec.data import open_dataset
+from treedec.engine.draft_stats import depth_figures
+from treedec.engine.engine import Engine, EngineConfig
+from treedec.evaluate import evaluate_pages
+from treedec.models.vlm import load_vlm
+from treedec.serialize import parse_flat
+from treedec.strategies.base import build_strategy
+
+BASES = {"mtp": "sequential", "hpd": "padoc"}
+
+
+def decode(vlm, cfg: dict, samples, max_pages: int):
+    strategy = build_strategy(cfg, vlm.tokenizer)
+    if strategy.prepare is not None:
+        strategy.prepare(vlm, samples, None, False)
+    items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
+    engine = Engine(vlm.adapter(), strategy, EngineConfig(max_pages=max_pages, max_new_tokens=1024))
+    return strategy, {r.name: r for r in engine.run(items)}
+
+
+def stream_steps(results, root: bool) -> float:
+    """Tokens per stream-step, over the root streams or over the branches."""
+    tokens = steps = 0
+    for r in results.values():
+        for s in r.graph.streams:
+            if (s.parent is None) == root:
+                tokens += s.generated
+                steps += sum(s.id in t for t in r.timeline)
+    return tokens / steps if steps else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=1_000_000)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="runs/bench_hpd")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
+    samples = list(open_dataset({"name": "synth", "pages": a.pages, "seed": a.seed}, model_pages=vlm.pages))
+    runs = {}
+    for name in ("sequential", "padoc", "mtp", "hpd"):
+        cfg = {"name": name, **({"k": a.k} if name in BASES else {})}
+        runs[name] = decode(vlm, cfg, samples, a.concurrency)
+    rows = {}
+    seq_steps = statistics.median(r.steps for r in runs["sequential"][1].values())
+    for name, (strategy, res) in runs.items():
+        steps = [r.steps for r in res.values()]
+        pred = {n: parse_flat(strategy.flat_text(r.graph), *r.sample.image.size).page for n, r in res.items()}
+        q = evaluate_pages(pred, [s.page for s in samples])
+        row = {"median_steps": statistics.median(steps), "mean_steps": statistics.mean(steps),
+               "steps_ratio_vs_sequential": seq_steps / statistics.median(steps),
+               "accepted_per_step": sum(r.generated for r in res.values()) / sum(len(t) for r in res.values() for t in r.timeline),
+               "accepted_per_step_root": stream_steps(res, True), "accepted_per_step_branches": stream_steps(res, False),
+               "drafted": sum(r.drafted for r in res.values()), "accepted": sum(r.accepted for r in res.values()),
+               "text_edit": q.get("text_edit"), "layout_f1": q.get("layout_f1"),
+               **depth_figures(r.by_depth for r in res.values())}
+        if name in BASES:
+            base = runs[BASES[name]][1]
+            row["identical_token_ids_to_" + BASES[name]] = all(
+                [s.tokens for s in res[n].graph.streams] == [s.tokens for s in base[n].graph.streams] for n in res)
+        rows[name] = row
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"pages": a.pages, "seeds": f"{a.seed}-{a.seed + a.pages - 1}", "concurrency": a.concurrency, "k": a.k}
+    (out / "bench_hpd.json").write_text(json.dumps({**meta, "strategies": rows}, indent=1))
+    print(json.dumps(meta))
+    print(f"{'strategy':<11} {'med steps':>9} {'mean':>7} {'x seq':>6} {'acc/step':>8} {'root':>5} {'branch':>6} "
+          f"{'text_edit':>9}  same  acceptance by depth")
+    for name, r in rows.items():
+        same = next((v for k, v in r.items() if k.startswith("identical")), "")
+        depth = " ".join(f"{v:.2f}" for v in r.get("acceptance_by_depth", []))
+        f = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
+        print(f"{name:<11} {r['median_steps']:>9.0f} {r['mean_steps']:>7.1f} {r['steps_ratio_vs_sequential']:>5.2f}x "
+              f"{r['accepted_per_step']:>8.2f} {f(r['accepted_per_step_root']):>5} {f(r['accepted_per_step_branches']):>6} "
+              f"{r['text_edit']:>9.4f}  {str(same):<5} {depth}")
+
+
+if __name__ == "__main__":
+    main()

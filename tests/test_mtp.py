@@ -1,0 +1,126 @@
+"""MTP drafting (HPD's P-MTP): the head, its hash guard, the strategies, and lossless
+decoding on tiny random models with drafts that are partly right by construction."""
+import pytest
+import torch
+
+from treedec.drafters.mtp import MTPDrafter
+from treedec.engine.engine import Engine, EngineConfig
+from treedec.errors import UserError
+from treedec.models.adapter import CausalLMAdapter, capture_hidden
+from treedec.models.mtp_head import MTPConfig, MTPDraftModel, MTPHead, depth_weights, load_head, save_head, base_hash
+from treedec.strategies.base import build_strategy
+
+from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+
+
+class SeededChains:
+    """Stands in for a trained head (`MTPDraftModel.chain`): looks the hidden state up among
+    those of a reference run and proposes the reference's next tokens, the `bad`-th one
+    wrong, so drafts are accepted up to there and rejected after. A hidden state the engine
+    got wrong finds nothing (no draft)."""
+
+    def __init__(self, model, graph, bad: int = 3):
+        self.keys, self.conts, self.bad = [], [], bad
+        for s in graph.streams:
+            ctx = graph.context(s.id)
+            with torch.inference_mode(), capture_hidden(model) as cap:
+                model(input_ids=torch.tensor([ctx[:-1]]), logits_to_keep=0)
+            own = len(ctx) - len(s.tokens)  # where the stream's own tokens start in its context
+            for i in range(max(own, s.prompt_len + own) - 1, len(ctx) - 1):  # row i chose ctx[i + 1]
+                self.keys.append(cap.rows[0, i].float())
+                self.conts.append(ctx[i + 2:])
+        self.keys = torch.stack(self.keys)
+
+    def chain(self, hidden, last, k):
+        d = (self.keys - hidden.float()).abs().amax(-1)
+        i = int(d.argmin())
+        if d[i] > 1e-3:
+            return []
+        out = list(self.conts[i][:k])
+        if len(out) > self.bad:
+            out[self.bad] = (out[self.bad] + 1) % len(TOK)
+        return out
+
+
+def _run(model, strategy, p, procs):
+    eng = Engine(CausalLMAdapter(model), strategy, EngineConfig(), procs)
+    [r] = list(eng.run([("p", p, None)]))
+    assert eng.arena.used == 0
+    return r
+
+
+@pytest.mark.parametrize("name", ["mtp", "hpd"])
+def test_mtp_drafting_is_lossless_on_random_models(name):
+    model = tiny_llama(11)
+    procs = [ForcedTree(len(prompt(0).ids), 3, [9, 4, 12], fork=name == "hpd")]
+    base = "sequential" if name == "mtp" else "padoc"
+    for seed in range(2):
+        p = prompt(seed)
+        plain = _run(model, build_strategy({"name": base}, TOK), p, procs)
+        strategy = build_strategy({"name": name}, TOK)
+        drafter = strategy.drafter
+        assert isinstance(drafter, MTPDrafter) and strategy.wants_hidden
+        drafter.model = SeededChains(model, plain.graph)
+        spec = _run(model, strategy, p, procs)
+        assert [s.tokens for s in spec.graph.streams] == [s.tokens for s in plain.graph.streams]
+        assert spec.accepted > 0 and spec.drafted > spec.accepted  # accepted and rejected
+        assert spec.steps < plain.steps
+        assert spec.by_depth[0][1] > 0 and spec.by_depth[3][1] == 0  # the 4th token is always wrong
+
+
+def test_a_random_head_drafts_and_stays_lossless():
+    """The real head module (random weights) through the whole path: chains of k tokens, same output."""
+    model = tiny_llama(12)
+    p = prompt(4)
+    procs = [ForcedTree(len(p.ids), 2, [6, 5])]
+    plain = _run(model, build_strategy({"name": "padoc"}, TOK), p, procs)
+    strategy = build_strategy({"name": "hpd", "k": 3}, TOK)
+    torch.manual_seed(0)
+    strategy.drafter.model = MTPDraftModel.of(MTPHead(MTPConfig(hidden=64, k=3)), model)
+    spec = _run(model, strategy, p, procs)
+    assert [s.tokens for s in spec.graph.streams] == [s.tokens for s in plain.graph.streams]
+    assert spec.drafted > 0 and len(spec.by_depth) == 3
+
+
+def test_progressive_weights_go_easy_to_hard():
+    assert depth_weights(6, 0.0) == [1, 0, 0, 0, 0, 0]
+    assert depth_weights(6, 0.25) == pytest.approx([1, 1, 0.5, 0, 0, 0])
+    assert depth_weights(6, 1.0) == [1] * 6
+
+
+def test_head_refuses_other_base_weights(tmp_path):
+    a, b = tiny_llama(1), tiny_llama(2)
+    head = MTPHead(MTPConfig(hidden=64, k=2))
+    save_head(head, tmp_path, base_hash(a))
+    loaded = load_head(tmp_path, a)
+    for x, y in zip(head.state_dict().values(), loaded.state_dict().values()):
+        torch.testing.assert_close(x.half().float(), y)
+    with pytest.raises(UserError, match="trained on base weights") as e:
+        load_head(tmp_path, b)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="no MTP head"):
+        load_head(tmp_path / "none", a)
+
+
+@pytest.mark.parametrize("cfg, base, drafters", [
+    ({"name": "mtp"}, "flat", ["MTPDrafter"]),
+    ({"name": "hpd"}, "tree", ["MTPDrafter"]),
+    ({"name": "mtp", "base": "padoc_rows"}, "tree_rows", ["MTPDrafter"]),
+    ({"name": "hsd", "base": "padoc_rows", "draft_len": "fixed"}, "tree_rows", ["PageDraftDrafter"]),
+    ({"name": "padoc_hsd", "mtp": True}, "tree", ["PageDraftDrafter", "MTPDrafter"]),
+])
+def test_speculation_wraps_any_fork_strategy(cfg, base, drafters):
+    s = build_strategy(cfg, TOK)
+    assert s.mode == base and s.name == cfg["name"]
+    inner = getattr(s.drafter, "drafters", [s.drafter])
+    assert [type(d).__name__ for d in inner] == drafters
+    assert s.wants_hidden == ("MTPDrafter" in drafters)
+
+
+@pytest.mark.parametrize("cfg, match", [({"name": "mtp", "base": "hsd"}, "fork strategy without drafts"),
+                                        ({"name": "hsd", "bsae": "padoc"}, "bad config"),
+                                        ({"name": "hpd", "base": "padox"}, "did you mean"),
+                                        ({"name": "mtp", "k": 0}, "at least 1")])
+def test_bad_speculation_configs_are_user_errors(cfg, match):
+    with pytest.raises(UserError, match=match):
+        build_strategy(cfg, TOK)

@@ -1,0 +1,30 @@
+"""Drafters in order of preference: each stream gets the first proposal any of them makes
+(e.g. pipeline drafts where they match, MTP where they do not). Verdicts go back to the
+drafter that proposed."""
+from __future__ import annotations
+
+import weakref
+
+from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict
+from treedec.graph import DecodingGraph
+
+
+class FirstOf:
+    def __init__(self, drafters: list[Drafter]):
+        self.drafters = list(drafters)
+        self.wants_hidden = any(getattr(d, "wants_hidden", False) for d in self.drafters)
+        self._by = weakref.WeakKeyDictionary()  # page graph -> stream -> drafter of its last proposal
+
+    def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
+        for d in self.drafters:
+            tree = d.propose(graph, sid, sample, state)
+            if tree:
+                self._by.setdefault(graph, {})[sid] = d
+                return tree
+        return None
+
+    def observe(self, graph: DecodingGraph, sid: int, sample, tree: DraftTree, verdict: Verdict) -> None:
+        d = self._by.get(graph, {}).get(sid)
+        observe = getattr(d, "observe", None)
+        if observe is not None:
+            observe(graph, sid, sample, tree, verdict)

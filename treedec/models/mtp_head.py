@@ -1,0 +1,123 @@
+"""HPD's P-MTP head: one attention-free module applied K times on top of a frozen base model.
+
+Depth k reads the previous depth's state h (the base model's last-layer hidden state at
+depth 1) and the embedding of the token before the one it predicts:
+`x = fc(cat[norm(h), norm(emb(prev))])`, `h' = x + SwiGLU(norm(x))`, logits =
+`lm_head(norm(h'))` with the base model's own embedding and LM head (shared, frozen). h'
+feeds depth k + 1. Trained with HPD's progressive weighting (easy-to-hard: the weight of
+depth k grows from 0 to 1 over training, `depth_weights`).
+
+The head records the sha256 of the base weights it was trained on (`base_hash`) and
+refuses to load on other weights.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from treedec.errors import UserError
+
+WEIGHTS, CONFIG = "mtp_head.safetensors", "mtp_head.json"
+
+
+@dataclass
+class MTPConfig:
+    hidden: int
+    intermediate: int = 512
+    k: int = 6  # look-ahead depths drafted
+    eps: float = 1e-5
+
+
+def base_hash(model: nn.Module) -> str:
+    """sha256 of a model's weights (names, shapes and float32 values, in name order): what a
+    head was trained on."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class MTPHead(nn.Module):
+    def __init__(self, cfg: MTPConfig):
+        super().__init__()
+        self.cfg = cfg
+        d, m = cfg.hidden, cfg.intermediate
+        self.norm_h, self.norm_e = nn.RMSNorm(d, eps=cfg.eps), nn.RMSNorm(d, eps=cfg.eps)
+        self.fc = nn.Linear(2 * d, d, bias=False)
+        self.norm_x, self.norm_out = nn.RMSNorm(d, eps=cfg.eps), nn.RMSNorm(d, eps=cfg.eps)
+        self.gate, self.up = nn.Linear(d, m, bias=False), nn.Linear(d, m, bias=False)
+        self.down = nn.Linear(m, d, bias=False)
+
+    def forward(self, h: torch.Tensor, prev_emb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One depth. h, prev_emb: [..., H] -> (state for the next depth [..., H], normed
+        output for the shared LM head [..., H])."""
+        x = self.fc(torch.cat([self.norm_h(h), self.norm_e(prev_emb)], -1))
+        y = self.norm_x(x)
+        x = x + self.down(nn.functional.silu(self.gate(y)) * self.up(y))
+        return x, self.norm_out(x)
+
+
+def depth_weights(k: int, progress: float) -> list[float]:
+    """HPD's progressive (easy-to-hard) weights over depths 1..k at `progress` in [0, 1] of
+    training: depth 1 weighs 1 throughout; depth j enters once progress passes (j-1)/k and
+    reaches 1 linearly by j/k, so the head learns near look-ahead first."""
+    return [1.0 if j == 0 else min(1.0, max(0.0, progress * k - (j - 1))) for j in range(k)]
+
+
+class MTPDraftModel:
+    """A head bound to its base model's embedding and LM head: greedy K-token chains."""
+
+    def __init__(self, head: MTPHead, embed: nn.Module, lm_head: nn.Module):
+        self.head, self.embed, self.lm_head = head.eval(), embed, lm_head
+
+    @classmethod
+    def of(cls, head: MTPHead, base: nn.Module) -> "MTPDraftModel":
+        return cls(head, base.get_input_embeddings(), base.get_output_embeddings())
+
+    @torch.inference_mode()
+    def chain(self, hidden: torch.Tensor, last: int, k: int | None = None) -> list[int]:
+        """The k tokens after `last` (the token the base model chose from `hidden` [H])."""
+        dtype = self.lm_head.weight.dtype
+        h = hidden.to(dtype)[None]
+        prev = torch.tensor([last])
+        out = []
+        for _ in range(k or self.head.cfg.k):
+            h, y = self.head(h, self.embed(prev).to(dtype))
+            prev = self.lm_head(y).argmax(-1)
+            out.append(int(prev[0]))
+        return out
+
+
+def save_head(head: MTPHead, directory: str | Path, base: str, extra: dict | None = None) -> Path:
+    """fp16 safetensors + a JSON of its config, its base model's hash and `extra` figures."""
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().half().contiguous() for k, v in head.state_dict().items()}, str(d / WEIGHTS))
+    (d / CONFIG).write_text(json.dumps({"config": asdict(head.cfg), "base_sha256": base, **(extra or {})}, indent=1))
+    return d
+
+
+def load_head(directory: str | Path, base_model: nn.Module) -> MTPHead:
+    """The head in `directory`; a one-line UserError when it was trained on other weights."""
+    from safetensors.torch import load_file
+
+    d = Path(directory)
+    if not (d / CONFIG).is_file() or not (d / WEIGHTS).is_file():
+        raise UserError(f"no MTP head at {d} (train one: python -m treedec train strategy=hpd)")
+    meta = json.loads((d / CONFIG).read_text())
+    have = base_hash(base_model)
+    if meta.get("base_sha256") != have:
+        raise UserError(f"the MTP head at {d} was trained on base weights {str(meta.get('base_sha256'))[:12]}, "
+                        f"not on this model's {have[:12]}: retrain it (python -m treedec train strategy=hpd)")
+    head = MTPHead(MTPConfig(**meta["config"]))
+    head.load_state_dict({k: v.float() for k, v in load_file(str(d / WEIGHTS)).items()})
+    return head.to(next(base_model.parameters()).dtype)
