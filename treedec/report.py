@@ -15,7 +15,8 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}th{b
 td:first-child,th:first-child{text-align:left}.flag{color:#b00;text-align:left}img{max-width:100%;margin:1em 0}
 .alert{background:#fff4d6;border:1px solid #e0b000;padding:.6em 1em}.view{display:flex;gap:1.5em;align-items:flex-start;
 border-top:1px solid #ddd;padding:.8em 0}.view figure{margin:0;flex:0 0 auto}.view img{margin:0;border:1px solid #ccc}
-.view pre{flex:1;white-space:pre-wrap;font-size:12px;background:#fafafa;padding:.6em;max-height:720px;overflow:auto;margin:0}
+.view pre{flex:1;white-space:pre-wrap;font-size:12px;background:#fafafa;padding:.6em;max-height:720px;overflow:auto;
+margin:0}
 table.lead td{font-size:14px}table.lead td.ratio{font-weight:bold}"""
 
 

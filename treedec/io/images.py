@@ -125,7 +125,7 @@ def _to_rgb(im: Image.Image) -> tuple[Image.Image, list[str]]:
         flags.append(f"{'float' if mode == 'F' else '16-bit'} grey image scaled to 8 bits")
     if mode == "CMYK":
         flags.append("CMYK image converted to RGB")
-    if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in im.info) or (mode == "RGB" and "transparency" in im.info):
+    if mode in ("RGBA", "LA", "PA") or (mode in ("P", "RGB", "L") and "transparency" in im.info):
         rgba = im.convert("RGBA")
         if rgba.getchannel("A").getextrema()[0] < 255:
             flags.append("transparent areas composited on white")
