@@ -78,7 +78,8 @@ def main() -> None:
     from treedec.commands.run import charge_io
     from treedec.data.synth import SynthConfig, generate_page
     from treedec.engine.engine import EngineConfig
-    from treedec.models.vlm import VLMSpec, load_vlm
+    from treedec.models.loader import load_vlm
+    from treedec.models.vlm import VLMSpec
     from treedec.report import write_report
     from treedec.runner import parse_pages
     from treedec.speed import measure_levels, page_latencies

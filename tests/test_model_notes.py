@@ -26,7 +26,7 @@ def test_default_model_note_only_where_it_applies(data, model, noted):
 def test_loading_the_shipped_model_does_not_warn_about_pad_token_id():
     if not (SHIPPED / "model.safetensors").is_file():
         pytest.skip("no shipped model in this checkout")
-    code = ("from omegaconf import OmegaConf; from treedec.models.vlm import load_vlm; "
+    code = ("from omegaconf import OmegaConf; from treedec.models.loader import load_vlm; "
             "v = load_vlm(OmegaConf.create({'name': 'tiny', 'path': None})); print(v.model.config.text_config.vocab_size)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -47,7 +47,7 @@ class Replay:
     def __init__(self, reference: dict[str, list[list[int]]]):
         self.ref = reference
 
-    def __call__(self, graph, sid, sample):
+    def __call__(self, graph, sid, sample, state=None):
         s = graph[sid]
         ref = self.ref[sample][sid] if sid < len(self.ref[sample]) else []
         true = ref[len(s.tokens):len(s.tokens) + 2]

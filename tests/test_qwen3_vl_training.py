@@ -169,7 +169,7 @@ def test_the_padoc_recipe_runs_on_the_tiny_config(ckpt, tmp_path):
     from omegaconf import OmegaConf
 
     from conftest import ROOT
-    from treedec.models.vlm import load_vlm
+    from treedec.models.loader import load_vlm
 
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "treedec", "train", "+experiment=qwen3_vl_padoc", f"model.path={ckpt}",

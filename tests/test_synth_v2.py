@@ -88,7 +88,7 @@ def _compose(command, overrides=()):
 @pytest.mark.parametrize("overrides", [(), ("data.page.preset=v2",), ("data.page.regions=[2,3]",)])
 def test_depth_and_run_read_the_same_pages_by_default(overrides):
     from treedec.commands.depth import depth_dataset
-    from treedec.models.vlm import load_vlm
+    from treedec.models.loader import load_vlm
 
     depth_cfg, run_cfg = _compose("depth", overrides), _compose("run", overrides)
     depth = depth_dataset(depth_cfg)
