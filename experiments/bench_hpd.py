@@ -1,6 +1,6 @@
 """HPD benchmark: sequential, padoc, mtp and hpd on the same unseen pages, one process.
 
-    python experiments/bench_hpd.py [--pages 32] [--seed 1000000] [--concurrency 16] [--k 6] [--out runs/bench_hpd]
+    python experiments/bench_hpd.py [--pages 32] [--seed 1000000] [--concurrency 16] [--k 6] [--head DIR] [--out runs/bench_hpd]
 
 Per strategy: critical-path steps (median, mean; ratio against sequential), accepted per
 step (tokens a stream gains per forward it takes part in: all streams, the root stream,
@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--head", default=None, help="the MTP head's folder (default: mtp/ beside the shipped model)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="runs/bench_hpd")
     a = ap.parse_args()
@@ -64,7 +65,7 @@ def main() -> None:
     samples = list(open_dataset({"name": "synth", "pages": a.pages, "seed": a.seed}, model_pages=vlm.pages))
     runs = {}
     for name in ("sequential", "padoc", "mtp", "hpd"):
-        cfg = {"name": name, **({"k": a.k} if name in BASES else {})}
+        cfg = {"name": name, **({"k": a.k, "head": a.head} if name in BASES else {})}
         runs[name] = decode(vlm, cfg, samples, a.concurrency)
     rows = {}
     seq_steps = statistics.median(r.steps for r in runs["sequential"][1].values())

@@ -42,7 +42,7 @@ def test_shipped_head_is_lossless_and_lands(model_pages, name, base):
     assert accepted > 0 and drafted > accepted
     assert sum(r.steps for r in spec.values()) < sum(r.steps for r in plain.values())
     first = [sum(r.by_depth[0][i] for r in spec.values()) for i in range(2)]
-    assert first[1] > 0.3 * first[0], first  # depth 1 accepted on > 30% of drafts
+    assert first[1] > 0.2 * first[0], first  # depth 1 accepted on > 20% of drafts (0.37-0.41 measured on 8 pages)
 
 
 def test_the_head_refuses_another_model():
