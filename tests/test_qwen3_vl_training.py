@@ -8,7 +8,7 @@ import torch
 
 from treedec.data.synth import SynthConfig
 from treedec.models.qwen3_vl import mrope_positions
-from treedec.models.vlm import VLM
+from treedec.models.loader import load_model
 from treedec.strategies.base import STRATEGIES
 from treedec.training.qwen3_vl_examples import page_example, synthetic_pages
 from treedec.training.qwen3_vl_packing import PackedLM, pack_pages
@@ -34,7 +34,7 @@ def examples(vlm, strategies, seeds=(0, 2)):
 def test_positions_are_those_of_per_branch_decoding(ckpt):
     """Every packed token's (t, h, w) equals what the model's own get_rope_index gives it in
     the sequence a per-branch decoder feeds: [prompt, layout up to the fork, branch]."""
-    vlm = VLM.load(ckpt)
+    vlm = load_model(ckpt)
     exs = examples(vlm, ["padoc", "sequential"])
     b = pack_pages(exs)
     seg = 0
@@ -50,7 +50,7 @@ def test_positions_are_those_of_per_branch_decoding(ckpt):
 
 
 def test_packed_loss_and_gradients_equal_the_dense_mask(ckpt):
-    vlm = VLM.load(ckpt)
+    vlm = load_model(ckpt)
     b = pack_pages(examples(vlm, ["padoc", "sequential"]) + examples(vlm, ["padoc"], seeds=(5,)))
     assert len(b.tree.segments) >= 6 and b.image_grid_thw.shape[0] == 3
     model = vlm.model.train()
@@ -75,7 +75,7 @@ def test_packed_loss_and_gradients_equal_the_dense_mask(ckpt):
 
 
 def test_buckets_group_similar_lengths_under_the_limit(ckpt):
-    vlm = VLM.load(ckpt)
+    vlm = load_model(ckpt)
     exs = examples(vlm, ["padoc", "sequential", "padoc"], seeds=(0, 2, 3))
     n = sorted(e.tokens for e in exs)
     micro = buckets(exs, n[-1] + n[-2])
@@ -87,7 +87,7 @@ def test_trained_pages_decode_identically_by_tree_and_per_branch(ckpt):
     """80 steps on two pages memorise them (teacher-forced accuracy 1.0); the engine's tree
     decoding (strategy=padoc) then gives the ground-truth graph, and each branch equals the
     branch decoded alone by HF generate from [prompt, layout up to its fork, <CHILD>]."""
-    vlm = VLM.load(ckpt)
+    vlm = load_model(ckpt)
     tcfg = TrainConfig(steps=80, pages_per_step=2, strategies=["padoc"], lr=3e-3, min_lr=3e-4, warmup=10,
                        device="cpu", bf16=False, crops_per_page=0)
     trainer = VLTrainer(vlm, tcfg, FinetuneConfig(pool=2, page=PAGE))
@@ -116,7 +116,7 @@ def test_gradient_checkpointing_and_buckets_keep_the_update(ckpt):
     one step without either (the loss is a sum over tokens, normalised once per step)."""
     after = []
     for fcfg in (FinetuneConfig(page=PAGE), FinetuneConfig(page=PAGE, grad_checkpointing=True, bucket_tokens=1)):
-        vlm = VLM.load(ckpt)
+        vlm = load_model(ckpt)
         tcfg = TrainConfig(steps=1, pages_per_step=3, strategies=["padoc", "sequential"], warmup=1, device="cpu",
                            bf16=False, crops_per_page=0)
         trainer = VLTrainer(vlm, tcfg, fcfg)
@@ -124,7 +124,7 @@ def test_gradient_checkpointing_and_buckets_keep_the_update(ckpt):
         assert row["micro_batches"] == (1 if not fcfg.grad_checkpointing else 3)
         assert vlm.model.model.language_model.gradient_checkpointing == fcfg.grad_checkpointing
         after.append({n: p.detach().clone() for n, p in vlm.model.named_parameters()})
-    before = VLM.load(ckpt).model.state_dict()
+    before = load_model(ckpt).model.state_dict()
     assert max((after[0][n] - before[n]).abs().max() for n in after[0]) > 5e-4
     for n in after[0]:
         assert torch.allclose(after[0][n], after[1][n], atol=2e-5), n
@@ -140,7 +140,7 @@ def test_omnidocbench_pages_become_trees_under_the_chat_template(ckpt):
 
     if not (DEMO / "OmniDocBench_demo.json").is_file():
         pytest.skip("../shared/omnidocbench_demo is absent")
-    vlm = VLM.load(ckpt)
+    vlm = load_model(ckpt)
     tok = vlm.tokenizer
     samples = omnidocbench_pages(DEMO, limit=3)
     assert len(samples) == 3 and all(s.image is not None for s in samples)

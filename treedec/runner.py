@@ -98,9 +98,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
             _decode(vlm, strategy, [first], engine_cfg, False)
         warmup_s = time.perf_counter() - t
     with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
-        t0 = time.perf_counter()
-        records, names, engine = _decode(vlm, strategy, samples, engine_cfg, progress, clock, on_record)
-        wall = time.perf_counter() - t0
+        records, names, engine, wall = _decode(vlm, strategy, samples, engine_cfg, progress, clock, on_record)
     given = getattr(strategy.prepare, "cache_dir", None)
     drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
         "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
@@ -123,35 +121,42 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
 
 def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig, progress: bool,
             clock: phases.PhaseClock | None = None, on_record: Callable[["PageRecord"], None] | None = None
-            ) -> tuple[dict[str, "PageRecord"], list[str], Engine]:
+            ) -> tuple[dict[str, "PageRecord"], list[str], Engine, float]:
+    """Records (by name), names in input order, the engine, and the wall time of the whole
+    (taken before the locals are torn down)."""
     from tqdm import tqdm
 
     clock = clock or phases.PhaseClock()
-    with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
-        before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
     records: dict[str, PageRecord] = {}
     names: list[str] = []  # input order
-    total = len(samples) if hasattr(samples, "__len__") else None
-
-    def done(rec: PageRecord) -> None:
-        if rec.name in before:  # work done before decoding (HSD stage 1) is on the page's path
-            rec.steps += before[rec.name].get("stage1_steps", 0)
-            rec.extra = before[rec.name]
-        records[rec.name] = rec
-        bar.update(1)
-        if on_record:
-            on_record(rec)
-
-    items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done, clock)
-    with clock.phase("decode"):  # reading each page as the engine pulls it is timed as "load"
+    t0 = time.perf_counter()
+    # one phase open from start to end, so that the phases add up to the run's wall time; the
+    # clock is exclusive: drafting, reading each page as the engine pulls it and writing are
+    # timed as their own phases, not as "decode"
+    with clock.phase("decode"):
+        with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
+            before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
+        total = len(samples) if hasattr(samples, "__len__") else None
         bar = tqdm(total=total, desc=strategy.name, unit="page", disable=not progress, smoothing=0.1)
+
+        def done(rec: PageRecord) -> None:
+            if rec.name in before:  # work done before decoding (HSD stage 1) is on the page's path
+                rec.steps += before[rec.name].get("stage1_steps", 0)
+                rec.extra = before[rec.name]
+            records[rec.name] = rec
+            bar.update(1)
+            if on_record:
+                with clock.phase("write"):
+                    on_record(rec)
+
+        items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done, clock)
         try:
             engine = Engine(vlm.adapter(), strategy, engine_cfg)
             for r in engine.run(items):
                 done(_record(r, strategy))
         finally:
             bar.close()
-    return records, names, engine
+    return records, names, engine, time.perf_counter() - t0
 
 
 def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None],

@@ -100,9 +100,11 @@ def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool
          ) -> RunResult:
     """Decode `samples` with `level` pages in flight (runtime.max_pages for this run), end to
     end: every run reads its pages itself (timed as the phase "load" as the engine pulls
-    them), and writing its outputs (timed here, into a scratch folder) is charged to its wall
-    time. `on_record` (embedded runtime) sees each page as it finishes."""
-    return charge_write(_decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level, progress, on_record))
+    them) and writes its outputs: the pass whose pages `on_record` writes as they finish
+    (embedded runtime) times that as its phase "write"; any other pass is charged the time to
+    write its outputs into a scratch folder."""
+    res = _decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level, progress, on_record)
+    return res if on_record and res.phases.get("write") else charge_write(res)
 
 
 def charge_write(res: RunResult) -> RunResult:
