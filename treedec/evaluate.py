@@ -67,12 +67,15 @@ def _layout_summary(per_page: Mapping[str, dict]) -> dict[str, Any]:
 
 
 def evaluate_pages(preds: Mapping[str, Prediction], gts: list[Page],
-                   flags: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+                   flags: Mapping[str, list[str]] | None = None, progress: bool = False) -> dict[str, Any]:
     """Data-set figures plus `per_page` (page name -> figures and `flags`). `preds` maps a
-    page name (image stem) to its prediction; `flags` adds notes per page (e.g. from loading)."""
+    page name (image stem) to its prediction; `flags` adds notes per page (e.g. from loading);
+    `progress`: a progress bar (pages/s, ETA)."""
+    from tqdm import tqdm
+
     per_page: dict[str, dict] = {}
     scores = []
-    for gt in gts:
+    for gt in tqdm(gts, desc="evaluate", unit="page", disable=not progress):
         score, figures = evaluate_page(gt, preds.get(gt.name))
         figures["flags"] = list((flags or {}).get(gt.name, [])) + figures["flags"]
         scores.append(score)

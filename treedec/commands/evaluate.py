@@ -84,7 +84,7 @@ def evaluate_dir(pred: str | Path, gt: str | Path, out: str | Path | RunOutput) 
         raise UserError(f"pred={pred}: no such folder (expected one .md or .json per page)")
     gts = _load_ground_truth(Path(gt))
     preds, flags = load_predictions(pred_dir, gts)
-    result = evaluate_pages(preds, gts, flags)
+    result = evaluate_pages(preds, gts, flags, progress=True)
     run = out if isinstance(out, RunOutput) else RunOutput(out)
     for name, figures in result["per_page"].items():
         run.page(name, figures)
