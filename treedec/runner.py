@@ -91,6 +91,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     iterator is peeked, not re-read). `on_record` sees each page as it is finished (unreadable
     ones included), e.g. to write it at once."""
     warmup_s = 0.0
+    if strategy.prepare and iter(samples) is samples:  # `prepare` reads every page before decoding reads
+        samples = list(samples)  # them again: a one-shot iterator would reach the engine empty
     first, samples = _first_readable(samples)
     if warmup and first is not None and not phases.nested():
         t = time.perf_counter()
