@@ -160,8 +160,8 @@ def test_omnidocbench_pages_become_trees_under_the_chat_template(ckpt):
 
 def test_the_padoc_recipe_runs_on_the_tiny_config(ckpt, tmp_path):
     """Smoke run of experiments' recipe (+experiment=qwen3_vl_padoc: FSDP in one process, the
-    paper's lr/warmup/batch/length) on the tiny checkpoint, shortened; its checkpoint is read
-    back by `run`'s loader and decodes a page with strategy=padoc."""
+    paper's lr/warmup/batch/length) on the tiny checkpoint, shortened, then resumed for one more
+    step; its checkpoint is read back by `run`'s loader and decodes a page with strategy=padoc."""
     import json
     import subprocess
     import sys
@@ -181,7 +181,47 @@ def test_the_padoc_recipe_runs_on_the_tiny_config(ckpt, tmp_path):
     assert summary["steps"] == 2 and summary["parallel"] == "fsdp" and summary["world"] == 1
     cfg = OmegaConf.load(out / "config.yaml")
     assert cfg.train.lr == 5e-6 and cfg.model.finetune.bucket_tokens == 16384 and cfg.strategy.name == "padoc"
+    # the same command with more steps goes on from the checkpoint (FSDP's optimizer state too)
+    r = subprocess.run([sys.executable, "-m", "treedec", "train", "+experiment=qwen3_vl_padoc", f"model.path={ckpt}",
+                        "train.steps=3", "train.pages_per_step=2", "train.warmup=1", "train.threads=1",
+                        "+model.finetune.page={width:128,height:96,margin:1}", f"out={out}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"resumed from {out / 'model'} at step 2" in r.stdout
+    assert json.loads((out / "summary.json").read_text())["steps"] == 3
     vlm = load_vlm(OmegaConf.create({"name": "qwen3_vl", "path": str(out / "model")}))
     image = synthetic_pages([0], SynthConfig(**PAGE))[0].image
     _, [res] = run(vlm, "padoc", [vlm.prompt(image, "tree")], max_new_tokens=8)
     assert res.graph[0].tokens[:len(vlm.prompt(image, "tree").ids)] == vlm.prompt(image, "tree").ids
+
+
+def test_a_resumed_run_takes_the_same_steps(ckpt, tmp_path):
+    """Two steps in one go == one step, a checkpoint (weights + optimizer state), a new process's
+    trainer resuming from it, one more step; resuming the weights without the optimizer's
+    moments gives another update (the check can fail)."""
+    def trainer(path, steps):
+        tcfg = TrainConfig(steps=steps, pages_per_step=2, strategies=["padoc", "sequential"], warmup=1, device="cpu",
+                           bf16=False, crops_per_page=0, lr=1e-3)
+        return VLTrainer(load_model(path), tcfg, FinetuneConfig(page=PAGE))
+
+    straight = trainer(ckpt, 2)
+    straight.fit(progress=False)
+    want = {n: p.detach().clone() for n, p in straight.vlm.model.named_parameters()}
+
+    first = trainer(ckpt, 1)
+    first.fit(tmp_path, progress=False)
+    assert (tmp_path / "model" / "trainer_state.pt").is_file() and not (tmp_path / "model.tmp").exists()
+    results = {}
+    for with_state in (True, False):
+        t = trainer(tmp_path / "model", 2)
+        assert t.resume(tmp_path / "model") if with_state else True
+        if not with_state:
+            t.step = 1
+        t.fit(progress=False)
+        results[with_state] = {n: p.detach() for n, p in t.vlm.model.named_parameters()}
+        if with_state:
+            assert [h["step"] for h in t.history] == [1, 2]
+            assert t.history[-1]["loss"] == pytest.approx(straight.history[-1]["loss"], rel=1e-5)
+    for n in want:
+        assert torch.allclose(results[True][n], want[n], atol=1e-6), n
+    assert max((results[False][n] - want[n]).abs().max() for n in want) > 1e-4

@@ -17,7 +17,7 @@ from treedec.outputs import RunOutput
 def main(cfg, out: RunOutput, tcfg) -> dict | None:
     from treedec.models.qwen3_vl import Qwen3VL
     from treedec.models.vlm import model_type
-    from treedec.training.qwen3_vl_trainer import FinetuneConfig, VLTrainer
+    from treedec.training.qwen3_vl_trainer import STATE, FinetuneConfig, VLTrainer
 
     if not cfg.model.path:
         raise UserError("model=qwen3_vl needs model.path=DIR (a local Qwen3-VL checkpoint folder)")
@@ -30,8 +30,12 @@ def main(cfg, out: RunOutput, tcfg) -> dict | None:
         raise UserError(f"model.finetune: {e} (knobs: {', '.join(FinetuneConfig.__dataclass_fields__)})") from None
     if tcfg.crops_per_page:
         print(f"note: train.crops_per_page={tcfg.crops_per_page} is not used for Qwen3-VL (pages only)")
-    vlm = Qwen3VL.load(cfg.model.path, device="cpu")
+    ckpt = out.dir / "model"
+    resuming = (ckpt / STATE).is_file()  # a checkpoint of this run: go on from it
+    vlm = Qwen3VL.load(ckpt if resuming else cfg.model.path, device="cpu")
     trainer = VLTrainer(vlm, tcfg, fcfg, make_logger(cfg.get("logger"), out.dir, cfg))
+    if resuming and trainer.resume(ckpt) and trainer.rank == 0:
+        print(f"resumed from {ckpt} at step {trainer.step}")
     history = trainer.fit(out.dir)
     if trainer.rank != 0:
         return None

@@ -100,3 +100,18 @@ def full_state_dict(module: torch.nn.Module, kind: str) -> dict[str, torch.Tenso
 
         return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+
+
+def full_optimizer_state(module: torch.nn.Module, opt: torch.optim.Optimizer, kind: str) -> dict:
+    """The optimizer's state, unsharded on the CPU and keyed by parameter name (a collective
+    under FSDP: every rank calls it), so that a run resumes with any number of processes."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(module, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=kind == "fsdp"))
+
+
+def load_optimizer_state(module: torch.nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
+    """`full_optimizer_state`'s output back into `opt` (every rank passes the whole state)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(module, opt, state, options=StateDictOptions(full_state_dict=True))

@@ -12,10 +12,15 @@ fewer repeat their last with weight 0), as DDP's and FSDP's collectives require.
 
 On CUDA the forward runs under bf16 autocast (weights and optimizer state fp32); on the
 CPU everything is fp32. Gradient checkpointing is HF's (non-reentrant).
+
+Every checkpoint (`train.ckpt_every`, and the last step) is the model folder `out/model`
+plus `trainer_state.pt` beside it (the optimizer's state keyed by parameter name, the step,
+the history, the RNG); rerunning the same command with the same `out` resumes from it.
 """
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +36,9 @@ from treedec.training import distributed
 from treedec.training.qwen3_vl_examples import omnidocbench_pages, page_example, synthetic_pages
 from treedec.training.qwen3_vl_packing import PackedLM, VLExample, pack_pages
 from treedec.training.schedule import lr_at, stage_at
+
+
+STATE = "trainer_state.pt"
 
 
 @dataclass
@@ -169,18 +177,42 @@ class VLTrainer:
         bar.close()
         return self.history
 
+    def resume(self, directory: Path) -> bool:
+        """Go on from `save(directory)`'s trainer state (the model's weights were loaded from
+        `directory` by the caller): optimizer, step, history and RNG. False when there is none."""
+        path = Path(directory) / STATE
+        if not path.is_file():
+            return False
+        try:
+            state = torch.load(path, weights_only=False, map_location="cpu")
+            distributed.load_optimizer_state(self.module, self.opt, state["opt"])
+        except (RuntimeError, KeyError, ValueError, EOFError) as e:
+            raise UserError(f"corrupt trainer state in {path}: {e}") from None
+        self.step, self.history = state["step"], state["history"]
+        torch.set_rng_state(state["torch_rng"])
+        return True
+
     def save(self, directory: Path) -> None:
         """The model as a checkpoint folder `Qwen3VL.load` (and `run model.path=...`) reads: weights
-        (unsharded), config, tokenizer with its chat template, image processor config. Every rank
-        must call it (gathering FSDP shards is a collective); rank 0 writes."""
+        (unsharded), config, tokenizer with its chat template, image processor config, and the
+        trainer's state. Every rank must call it (gathering FSDP shards is a collective); rank 0
+        writes the folder beside `directory` and swaps it in, so a killed save leaves the last one."""
         state = distributed.full_state_dict(self.packed, self.parallel)
+        opt = distributed.full_optimizer_state(self.module, self.opt, self.parallel)
         if self.rank != 0:
             return
         state = {k.removeprefix("model."): v for k, v in state.items()}
-        d = Path(directory)
+        final = Path(directory)
+        d, old = final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")
+        shutil.rmtree(d, ignore_errors=True)
         self.vlm.model.save_pretrained(d, state_dict=state)
         hf = self.vlm.tokenizer.hf
         hf.save_pretrained(d)
         self.vlm.image_processor.save_pretrained(d)
         if self.vlm.chat_template and not getattr(hf, "chat_template", None):
             (d / "chat_template.jinja").write_text(self.vlm.chat_template)
+        torch.save({"opt": opt, "step": self.step, "history": self.history, "torch_rng": torch.get_rng_state()}, d / STATE)
+        if final.exists():
+            final.replace(old)
+        d.replace(final)
+        shutil.rmtree(old, ignore_errors=True)
