@@ -24,8 +24,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.io.documents import write_documents
-from treedec.models.loader import load_vlm
-from treedec.models.vlm import SHIPPED
+from treedec.models.loader import checkpoint_path, load_vlm
 from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
@@ -130,7 +129,7 @@ def _decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: b
 
         from treedec.runtimes.vllm import parse_pages_vllm
 
-        path = None if cfg.model.get("name") == "random" else (cfg.model.get("path") or SHIPPED)
+        path = checkpoint_path(cfg.model)
         runtime = OmegaConf.merge(cfg.runtime, {"max_pages": level})
         return parse_pages_vllm(vlm, strategy, samples, runtime, model_path=path, progress=progress)
     return parse_pages(vlm, strategy, samples, replace(engine_cfg, max_pages=level), progress=progress,
