@@ -6,15 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from treedec.errors import UserError
+from treedec.models.page_model import PageModel
 from treedec.models.qwen3_vl import Qwen3VL
 from treedec.models.vlm import SHIPPED, VLM, VLMSpec, model_type
 
-MODEL_TYPES = {"idefics3": VLM, "qwen3_vl": Qwen3VL}  # config.json model_type -> the class that loads it
+# config.json model_type -> the adapter class that loads it (each a `PageModel`)
+MODEL_TYPES: dict[str, type] = {"idefics3": VLM, "qwen3_vl": Qwen3VL}
 
 
-def load_model(directory: str | Path, attn: str = "sdpa") -> VLM:
+def load_model(directory: str | Path, attn: str = "sdpa") -> PageModel:
     """Load a checkpoint folder by its config.json's `model_type`: `idefics3` (treedec's
-    own VLM) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, embedded engine only)."""
+    own VLM, a `ServedPageModel`) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, a
+    `PageModel`: embedded engine only)."""
     d = Path(directory)
     kind = model_type(d)
     if kind not in MODEL_TYPES:
@@ -41,7 +44,7 @@ def checkpoint_path(model_cfg) -> Path | None:
     return path
 
 
-def load_vlm(model_cfg) -> VLM:
+def load_vlm(model_cfg) -> PageModel:
     """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
     a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model for
     `model=tiny` without `path`, or random weights for `model=random`."""
