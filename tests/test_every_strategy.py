@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
+from treedec.errors import UserError
 from treedec.models.loader import load_vlm
 from treedec.models.mtp_head import MTPConfig, MTPHead, base_hash, save_head
 from treedec.models.page_model import PageModel, ServedPageModel
@@ -137,3 +138,13 @@ def test_speculation_wraps_a_fork_strategy_by_name(model, samples, base_runs, na
         assert b.text == a.text, (kind, name, b.name)
     check_drafts(name, strategy.mode, res)
 
+
+def test_vllm_refuses_a_model_it_cannot_serve_in_one_line(model, samples):
+    kind, vlm, _ = model
+    if kind != "qwen3_vl":
+        pytest.skip("treedec's own VLM is served (tests/test_vllm_backend.py)")
+    from treedec.runtimes.vllm import VLLMRuntime
+
+    with pytest.raises(UserError, match="runtime=embedded") as e:
+        VLLMRuntime().run(vlm, STRATEGIES.get("padoc")(vlm.tokenizer), samples, progress=False)
+    assert "\n" not in str(e.value)
