@@ -74,11 +74,12 @@ def main(argv=None) -> dict:
             same = sum(a.text == b.text for a, b in zip(emb.records, vll.records))
             same_steps = sum(a.steps == b.steps for a, b in zip(emb.records, vll.records))
             fe, fv = figures(emb), figures(vll)
-            cache = getattr(vll, "prefix_cache", {})
+            cache = vll.attention  # the vLLM runtime's run figures (VLLMRuntime.figures)
             rows.append({"strategy": name, "concurrency": c, "pages": len(samples), "same_pages": same,
                          "same_steps": same_steps, "embedded": fe, "vllm": fv,
                          "vllm_over_embedded_pages_per_s": fv["pages_per_s"] / fe["pages_per_s"],
-                         "vllm_prefix_cache_hit": cache.get("cached_tokens", 0) / max(1, cache.get("prompt_tokens", 0))})
+                         "vllm_prefix_cache_hit": cache.get("prefix_cache_cached_tokens", 0)
+                         / max(1, cache.get("prefix_cache_prompt_tokens", 0))})
             r = rows[-1]
             print(f"{name:<10} c={c:<3} same pages {same}/{len(samples)} same steps {same_steps}/{len(samples)} | "
                   f"embedded {fe['pages_per_s']:.3f} p/s {fe['tokens_per_s']:.1f} tok/s | "

@@ -49,6 +49,15 @@ def test_multirun_writes_one_folder_per_job(tmp_path):
     (["depth", "data.pages=-2"], "data.pages must be >= 1"),
     (["depth", "data.page.footer_rule=maybe"], "data.page.footer_rule=maybe: Value 'maybe' is not a valid bool"),
     (["frobnicate"], "commands: depth"),
+    # a model with no shipped checkpoint is never replaced by the shipped tiny one (issue 22)
+    (["run", "model=qwen3_vl"], "model=qwen3_vl needs model.path=DIR"),
+    (["train", "model=qwen3_vl"], "model=qwen3_vl needs model.path=DIR"),
+    (["train", "model=qwen3_vl", "strategy=mtp"], "model=qwen3_vl needs model.path=DIR"),
+    # runtime options: defaults and checks from the runtimes' config dataclasses, one style for both
+    (["run", "runtime.max_pages=0"], "runtime.max_pages must be a whole number >= 1, got 0"),
+    (["run", "runtime=vllm", "runtime.max_new_tokens=-1"], "runtime.max_new_tokens must be a whole number >= 1"),
+    (["run", "runtime.attention=sparse"], "runtime.attention must be auto, blocked or dense"),
+    (["run", "runtime.bogus=1"], "bogus"),
 ])
 def test_user_mistakes_are_one_line(args, says):
     r = _run(*args, check=False)

@@ -30,9 +30,9 @@ CHAT_TEMPLATE = (  # the shape of Qwen3-VL's template for one user turn of image
     "{% endfor %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def char_tokenizer(treedec_tokens: bool):
+def char_tokenizer(treedec_tokens: bool, modes=MODE_TOKENS):
     """A transformers tokenizer: treedec's (control tokens included) or a bare character
-    vocabulary, plus Qwen's tokens and two mode tokens, with a chat template."""
+    vocabulary, plus Qwen's tokens and `modes` (two mode tokens), with a chat template."""
     from tokenizers import AddedToken, Regex, models, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizer
     from transformers import PreTrainedTokenizerFast
@@ -45,19 +45,19 @@ def char_tokenizer(treedec_tokens: bool):
         base = HFTokenizer(models.WordLevel({t: i for i, t in enumerate([PAD, UNK, *"abcdefghij0123456789<>|"])},
                                             unk_token=UNK))
         base.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    base.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in (*QWEN_TOKENS, *MODE_TOKENS)])
+    base.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in (*QWEN_TOKENS, *modes)])
     hf = PreTrainedTokenizerFast(tokenizer_object=base, eos_token="<|im_end|>", pad_token=PAD, unk_token=UNK)
     hf.chat_template = CHAT_TEMPLATE
     return hf
 
 
-def save_tiny_qwen3_vl(directory, treedec_tokens: bool = True, seed: int = 0):
+def save_tiny_qwen3_vl(directory, treedec_tokens: bool = True, seed: int = 0, modes=MODE_TOKENS):
     """A random Qwen3-VL (2 text layers of width 64, 2 ViT layers both feeding DeepStack)
-    saved as a checkpoint folder."""
+    saved as a checkpoint folder; `modes`: the prompt mode tokens its tokenizer has."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    hf = char_tokenizer(treedec_tokens)
+    hf = char_tokenizer(treedec_tokens, modes)
     v = hf.get_vocab()
     text = dict(vocab_size=len(hf) + (-len(hf)) % 64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=2048,

@@ -164,6 +164,6 @@ def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
 def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs):
     from treedec.runtimes.vllm_engine import _ENGINES
 
-    stores = [e.treedec_drafts for e in _ENGINES.values() if getattr(e, "treedec_drafts", None) is not None]
+    stores = [e.drafts for e in _ENGINES.values() if e.drafts is not None]
     assert len(stores) == 1
     assert stores[0].read().drafts == []  # a finished run leaves no drafts behind

@@ -1,11 +1,13 @@
-"""Parse pages with a strategy on the embedded engine: samples in, parsed pages and
-per-page figures out (steps, tokens, latency, flags). Shared by `run` and the benchmarks."""
+"""Parse pages with a strategy: samples in, parsed pages and per-page figures out (steps,
+tokens, latency, flags). `parse_pages` is the one copy of the per-page bookkeeping every
+runtime shares (`treedec.runtimes.base.Runtime`); `EmbeddedRuntime` is the embedded
+engine's side of it (`runtime=embedded`, the default). Shared by `run` and the benchmarks."""
 from __future__ import annotations
 
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from treedec import phases
 from treedec.data.files import FileSample
@@ -15,6 +17,9 @@ from treedec.models.vlm import VLM
 from treedec.page import Page
 from treedec.serialize import parse_flat
 from treedec.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from treedec.runtimes.base import Runtime
 
 
 @dataclass
@@ -63,10 +68,13 @@ class RunResult:
     records: list[PageRecord]
     wall_s: float
     forward_passes: int
-    attention: dict[str, Any] = field(default_factory=dict)  # the engine's padding waste (AttentionStats.figures)
+    attention: dict[str, Any] = field(default_factory=dict)  # the runtime's run figures (Runtime.figures): the
+    # engine's padding waste (AttentionStats.figures), vLLM's prefix cache
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases)
     warmup_s: float = 0.0  # the untimed warm-up (one page, whole strategy)
     drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
+    runtime: str = "embedded"
+    notes: list[str] = field(default_factory=list)  # where the runtime ran the strategy differently (Runtime.notes)
 
     def charge(self, phase: str, seconds: float) -> None:
         """Add time spent on this run's behalf elsewhere (loading the shared pages, writing
@@ -75,10 +83,61 @@ class RunResult:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
 
-def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig,
+@dataclass
+class EmbeddedConfig(EngineConfig):
+    """`runtime=embedded` (treedec/conf/runtime/embedded.yaml): the engine's config, plus the
+    torch threads of the process."""
+    threads: int = 2
+    name: str = "embedded"
+
+
+class EmbeddedRuntime:
+    """`runtime=embedded`: treedec's engine (`treedec.engine`), one flat forward per step over
+    every live stream of every page in flight. It runs every strategy as it is asked."""
+
+    name = "embedded"
+    steps_counted = "forward passes in which the page had tokens in the batch (its prompt's prefill: one forward)"
+
+    def __init__(self, cfg: EngineConfig | None = None):
+        self.cfg = cfg or EngineConfig()
+        self.forward_passes = 0
+        self._engine: Engine | None = None
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "EmbeddedRuntime":
+        from treedec.runtimes.base import config_from
+
+        return cls(config_from(EmbeddedConfig, cfg, "runtime=embedded"))
+
+    def check(self, vlm, strategy: Strategy) -> None:
+        pass
+
+    def notes(self, strategy: Strategy) -> list[str]:
+        return []
+
+    def prepare(self, vlm, strategy: Strategy, samples, progress: bool) -> dict[str, dict]:
+        return strategy.prepare(vlm, samples, self.cfg, progress) if strategy.prepare else {}
+
+    def prompt(self, vlm, strategy: Strategy, sample: Sample):
+        return vlm.prompt(sample.image, strategy.mode)
+
+    def decode(self, vlm, strategy: Strategy, items) -> Iterator[PageResult]:
+        self._engine = Engine(vlm.adapter(), strategy, self.cfg)
+        yield from self._engine.run(items)
+        self.forward_passes = self._engine.forward_passes
+
+    def figures(self) -> dict[str, Any]:
+        return self._engine.attention_stats.figures() if self._engine else {}
+
+    def run(self, vlm, strategy: Strategy, samples: Iterable[Sample], **kwargs) -> RunResult:
+        return parse_pages(vlm, strategy, samples, self, **kwargs)
+
+
+def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: "EngineConfig | Runtime",
                 progress: bool = True, warmup: bool = True, cold_drafts: bool = True,
                 on_record: Callable[["PageRecord"], None] | None = None) -> RunResult:
-    """Decode every sample, end to end: drafting and stage 1 (`strategy.prepare`), reading
+    """Decode every sample on a runtime (`engine_cfg`: a `Runtime`, or an `EngineConfig` for
+    the embedded engine), end to end: drafting and stage 1 (`Runtime.prepare`), reading
     the pages and their prompts (image preprocessing), decoding; `phases` says where the wall
     time went (treedec.phases). `cold_drafts`: drafts from an empty cache, so the drafter's
     cost is in the figures. `warmup` first runs the whole strategy on one page untimed, with
@@ -90,6 +149,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     files on each iteration is iterated again by the warm-up and by HSD's `prepare`; a one-shot
     iterator is peeked, not re-read). `on_record` sees each page as it is finished (unreadable
     ones included), e.g. to write it at once."""
+    runtime = EmbeddedRuntime(engine_cfg) if isinstance(engine_cfg, EngineConfig) else engine_cfg
+    runtime.check(vlm, strategy)
     warmup_s = 0.0
     if strategy.prepare and iter(samples) is samples:  # `prepare` reads every page before decoding reads
         samples = list(samples)  # them again: a one-shot iterator would reach the engine empty
@@ -97,15 +158,16 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
     if warmup and first is not None and not phases.nested():
         t = time.perf_counter()
         with phases.cold_drafts(cold_drafts), phases.clock():
-            _decode(vlm, strategy, [first], engine_cfg, False)
+            _decode(vlm, strategy, [first], runtime, False)
         warmup_s = time.perf_counter() - t
     with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
-        records, names, engine, wall = _decode(vlm, strategy, samples, engine_cfg, progress, clock, on_record)
+        records, names, wall = _decode(vlm, strategy, samples, runtime, progress, clock, on_record)
     given = getattr(strategy.prepare, "cache_dir", None)
     drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
         "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
-    return RunResult(strategy.name, [records[n] for n in names], wall, engine.forward_passes,
-                     engine.attention_stats.figures(), {} if nested else dict(clock.totals), warmup_s, drafts)
+    return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes,
+                     runtime.figures(), {} if nested else dict(clock.totals), warmup_s, drafts, runtime.name,
+                     runtime.notes(strategy))
 
 
 def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:
@@ -121,11 +183,11 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
     return None, seen
 
 
-def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg: EngineConfig, progress: bool,
+def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "Runtime", progress: bool,
             clock: phases.PhaseClock | None = None, on_record: Callable[["PageRecord"], None] | None = None
-            ) -> tuple[dict[str, "PageRecord"], list[str], Engine, float]:
-    """Records (by name), names in input order, the engine, and the wall time of the whole
-    (taken before the locals are torn down)."""
+            ) -> tuple[dict[str, "PageRecord"], list[str], float]:
+    """Records (by name), names in input order, and the wall time of the whole (taken before
+    the locals are torn down)."""
     from tqdm import tqdm
 
     clock = clock or phases.PhaseClock()
@@ -137,28 +199,28 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg:
     # timed as their own phases, not as "decode"
     with clock.phase("decode"):
         with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
-            before = strategy.prepare(vlm, samples, engine_cfg, progress) if strategy.prepare else {}
+            before = runtime.prepare(vlm, strategy, samples, progress)
         total = len(samples) if hasattr(samples, "__len__") else None
-        bar = tqdm(total=total, desc=strategy.name, unit="page", disable=not progress, smoothing=0.1)
+        desc = strategy.name if runtime.name == "embedded" else f"{strategy.name} ({runtime.name})"
+        bar = tqdm(total=total, desc=desc, unit="page", disable=not progress, smoothing=0.1)
 
         def done(rec: PageRecord) -> None:
             if rec.name in before:  # work done before decoding (HSD stage 1) is on the page's path
                 rec.steps += before[rec.name].get("stage1_steps", 0)
-                rec.extra = before[rec.name]
+                rec.extra = {**before[rec.name], **rec.extra}
             records[rec.name] = rec
             bar.update(1)
             if on_record:
                 with clock.phase("write"):
                     on_record(rec)
 
-        items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done, clock)
+        items = readable_items(samples, lambda s: runtime.prompt(vlm, strategy, s), names, done, clock)
         try:
-            engine = Engine(vlm.adapter(), strategy, engine_cfg)
-            for r in engine.run(items):
-                done(_record(r, strategy))
+            for r in runtime.decode(vlm, strategy, items):
+                done(page_record(r, strategy))
         finally:
             bar.close()
-    return records, names, engine, time.perf_counter() - t0
+    return records, names, time.perf_counter() - t0
 
 
 def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None],
@@ -185,14 +247,6 @@ def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreada
 _END = object()
 
 
-def split_readable(samples: Iterable[Sample], prepare) -> tuple[dict[str, "PageRecord"], list[tuple[str, Any, Sample]]]:
-    """Pages without an image become flagged empty records (kept, never dropped); the others
-    become `(name, prepare(sample), sample)` items for a runtime (all at once: the vLLM runtime)."""
-    records: dict[str, PageRecord] = {}
-    items = list(readable_items(samples, prepare, [], lambda r: records.__setitem__(r.name, r)))
-    return records, items
-
-
 def unreadable(sample: Sample) -> PageRecord:
     """The record of a page whose image could not be read: empty, flagged with the reason, kept."""
     size = (sample.page.width, sample.page.height) if sample.page else (sample_size(sample) or (1000, 1000))
@@ -214,11 +268,13 @@ def sample_flags(sample: Sample) -> list[str]:
     return list(sample.flags) if isinstance(sample, FileSample) else []
 
 
-def _record(r: PageResult, strategy: Strategy) -> PageRecord:
+def page_record(r: PageResult, strategy: Strategy) -> PageRecord:
+    """A decoded page's record: its flat text parsed into a page, its figures, and its flags
+    (what reading the sample found, the runtime's cuts, the parser's repairs)."""
     sample = r.sample
     width, height = sample_size(sample)
     text = strategy.flat_text(r.graph)
     parsed = parse_flat(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
-                      flags, r.timeline, sample.page, r.drafted, r.accepted, by_depth=r.by_depth)
+                      flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth)

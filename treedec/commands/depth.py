@@ -3,8 +3,6 @@ statistics that drive it. Synthetic pages default to the model's page distributi
 `run` (the shipped model's unless model.path names another), so both see the same pages."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -12,7 +10,8 @@ from tqdm import tqdm
 
 from treedec.data import open_dataset
 from treedec.depth import page_stats, quartiles, stats_table, summarize
-from treedec.models.vlm import SHIPPED, checkpoint_pages, vlm_tokenizer
+from treedec.models.loader import checkpoint_path
+from treedec.models.vlm import checkpoint_pages, vlm_tokenizer
 from treedec.outputs import RunOutput
 from treedec.strategies.base import build_strategy
 
@@ -25,7 +24,7 @@ def model_pages(model_cfg) -> dict | None:
     if model_cfg.get("name") == "random":
         size = model_cfg.spec.image_size
         return {"width": size, "height": size}
-    path = Path(model_cfg.get("path") or SHIPPED)
+    path = checkpoint_path(model_cfg)
     return checkpoint_pages(path) if path.is_dir() else None
 
 

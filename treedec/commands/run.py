@@ -8,11 +8,11 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
@@ -20,30 +20,19 @@ from treedec.commands.run_inputs import (check_some_readable, documents_of, inpu
                                          page_views)
 from treedec.data import open_dataset
 from treedec.engine.draft_stats import depth_figures
-from treedec.engine.engine import EngineConfig
-from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.io.documents import write_documents
-from treedec.models.loader import load_vlm
-from treedec.models.vlm import SHIPPED
+from treedec.models.loader import checkpoint_path, load_vlm
 from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.report_lead import lead_rows
-from treedec.runner import RunResult, parse_pages
+from treedec.runner import RunResult
+from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
 from treedec.strategies.base import build_strategy
 
 __all__ = ["main", "quality_figures", "speed_figures"]
-
-# what a page's `steps` count on each runtime (the same critical path, counted as each runtime can see it)
-STEPS_COUNTED = {
-    "embedded": "forward passes in which the page had tokens in the batch (its prompt's prefill: one forward)",
-    "vllm": "scheduler iterations in which the page had an unfinished request: as the embedded engine's, except that "
-            "an iteration in which the page's request waited (token budget, preemption) or ran one chunk of a "
-            "chunked prefill also counts",
-}
-
 
 def quality_figures(res: RunResult) -> tuple[dict[str, Any], dict[str, dict]]:
     gts = [r.gt for r in res.records if r.gt is not None]
@@ -96,14 +85,13 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
     plt.close(fig)
 
 
-def _run(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool = True, on_record=None
-         ) -> RunResult:
+def _run(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_record=None) -> RunResult:
     """Decode `samples` with `level` pages in flight (runtime.max_pages for this run), end to
     end: every run reads its pages itself (timed as the phase "load" as the engine pulls
     them) and writes its outputs: the pass whose pages `on_record` writes as they finish
     (embedded runtime) times that as its phase "write"; any other pass is charged the time to
     write its outputs into a scratch folder."""
-    res = _decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level, progress, on_record)
+    res = _decode(strategy_cfg, vlm, samples, cfg, level, progress, on_record)
     return res if on_record and res.phases.get("write") else charge_write(res)
 
 
@@ -123,26 +111,17 @@ def write_seconds(res: RunResult) -> float:
         return time.perf_counter() - t
 
 
-def _decode(strategy_cfg, vlm, samples, engine_cfg, cfg, level: int, progress: bool, on_record=None) -> RunResult:
+def _decode(strategy_cfg, vlm, samples, cfg, level: int, progress: bool, on_record=None) -> RunResult:
+    """One pass on the configured runtime (`runtime=embedded|vllm`) with `level` pages in flight."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
-    if cfg.runtime.name == "vllm":
-        from omegaconf import OmegaConf
-
-        from treedec.runtimes.vllm import parse_pages_vllm
-
-        path = None if cfg.model.get("name") == "random" else (cfg.model.get("path") or SHIPPED)
-        runtime = OmegaConf.merge(cfg.runtime, {"max_pages": level})
-        return parse_pages_vllm(vlm, strategy, samples, runtime, model_path=path, progress=progress)
-    return parse_pages(vlm, strategy, samples, replace(engine_cfg, max_pages=level), progress=progress,
-                       cold_drafts=bool(cfg.get("cold_drafts", True)), on_record=on_record)
+    runtime = make_runtime(OmegaConf.merge(cfg.runtime, {"max_pages": level}), checkpoint_path(cfg.model))
+    return runtime.run(vlm, strategy, samples, progress=progress, cold_drafts=bool(cfg.get("cold_drafts", True)),
+                       on_record=on_record)
 
 
 def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(int(cfg.runtime.threads))
-    if cfg.runtime.name not in ("embedded", "vllm"):
-        raise UserError(f"unknown runtime {cfg.runtime.name!r}; use runtime=embedded or runtime=vllm")
-    engine_cfg = None if cfg.runtime.name == "vllm" else \
-        EngineConfig(**{k: v for k, v in cfg.runtime.items() if k not in ("name", "threads")})
+    steps_counted = make_runtime(cfg.runtime).steps_counted  # checks the runtime's config before any page is read
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
@@ -159,7 +138,7 @@ def main(cfg, out: RunOutput) -> dict:
 
     try:
         by_level, results_by_level = measure_levels(
-            lambda i, level, progress: _run(strategies[i], vlm, samples, engine_cfg, cfg, level, progress,
+            lambda i, level, progress: _run(strategies[i], vlm, samples, cfg, level, progress,
                                             on_record=write if (i, level) == (0, levels[-1]) else None), names, levels)
     except KeyboardInterrupt:
         interrupted(cfg, out, samples, written)
@@ -178,7 +157,7 @@ def main(cfg, out: RunOutput) -> dict:
                                **{k: quality.get(k) for k in ("text_edit", "text_edit_all", "table_teds", "table_teds_s",
                                                               "formula_edit", "reading_order_edit", "overall",
                                                               "layout_precision", "layout_recall", "layout_f1")},
-                               **speed, "concurrency": levels[-1], "steps_counted": STEPS_COUNTED[cfg.runtime.name]}
+                               **speed, "concurrency": levels[-1], "steps_counted": steps_counted}
     if base is not None:
         bq, _ = quality_figures(base)
         bs = speed_figures(base)
@@ -191,6 +170,11 @@ def main(cfg, out: RunOutput) -> dict:
     summary["by_concurrency"] = by_level
     if alerts:
         summary["notes"] = alerts
+    runtime_notes = list(dict.fromkeys(n for res in results for n in res.notes))  # where the runtime differs
+    if runtime_notes:
+        summary["runtime_notes"] = runtime_notes
+        for note in runtime_notes:
+            print(f"note: runtime={cfg.runtime.name}: {note}", file=sys.stderr)
     write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in main_res.records})
     plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
     plot_steps(results, plots[0])
@@ -210,7 +194,7 @@ def main(cfg, out: RunOutput) -> dict:
                  title=f"treedec run: {cfg.strategy.name} on {len(samples)} pages", notes=notes,
                  tables={"Throughput and latency by concurrency": by_level,
                          "Wall time by phase (s; per page: summary.json phases_per_page_s)": phase_rows(by_level)},
-                 alerts=alerts,
+                 alerts=alerts + [f"runtime={cfg.runtime.name}: {n}" for n in runtime_notes],
                  lead=lead_rows(summary), lead_names=(cfg.strategy.name, cfg.compare),
                  views=page_views(samples, {r.name: r for r in main_res.records}, cfg.get("report_pages", 12)))
     check_some_readable(out, summary)

@@ -18,12 +18,16 @@ def _unset(cls, name: str):
 def register_schemas() -> None:
     from treedec.data.synth import SynthConfig
     from treedec.models.vlm import VLMSpec
+    from treedec.runner import EmbeddedConfig
+    from treedec.runtimes.vllm_engine import VLLMConfig
     from treedec.training.trainer import TrainConfig
 
     cs = ConfigStore.instance()
     cs.store(group="schema", name="synth_page", node=_unset(SynthConfig, "SynthPage"))
     cs.store(group="schema", name="vlm_spec", node=VLMSpec)
     cs.store(group="schema", name="train", node=TrainConfig)
+    cs.store(group="schema", name="runtime_embedded", node=EmbeddedConfig)  # the runtimes' defaults: their dataclasses
+    cs.store(group="schema", name="runtime_vllm", node=VLLMConfig)
     register_plugin_strategies()
 
 

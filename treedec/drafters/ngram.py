@@ -5,6 +5,10 @@ w starts at `w_min` and grows (up to `w_max`) while several places match; one ma
 proposes the rest of that draft (capped at `max_depth`); several build a prefix tree of
 their continuations (depth <= `max_depth`, <= `max_nodes` nodes) verified in one forward.
 
+The match (`longest_matches`) is written once; `NgramMatcher` scans the drafts it is given,
+`NgramIndex` looks fixed drafts up by their `w_min`-grams (the vLLM proposer's, which sees
+every request's context every step).
+
 `fuzzy` (treedec's extension, 0 = off as published): when no exact match is found, the
 last `fuzzy` tokens may match a draft with one token different. A draft that misread one
 character (case, 0/o) then goes on proposing right after the target corrected it, instead
@@ -14,6 +18,7 @@ costs compute only, never output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 
@@ -34,14 +39,7 @@ class NgramMatcher:
         `history` (w_min..w_max tokens) that still matches somewhere."""
         if len(history) < self.w_min:
             return []
-        w = self.w_min
-        found = self._find(history[-w:], drafts)
-        while len(found) > 1 and w < min(self.w_max, len(history)):
-            longer = self._find(history[-(w + 1):], drafts)
-            if not longer:
-                break
-            w, found = w + 1, longer
-        return found
+        return longest_matches(history, drafts, self._find(history[-self.w_min:], drafts), self.w_min, self.w_max)
 
     @staticmethod
     def _find(suffix: list[int], drafts: list[list[int]]) -> list[tuple[int, int]]:
@@ -82,6 +80,43 @@ class NgramMatcher:
         if not found and self.fuzzy:
             found = [(d, j) for d, j in self.near_matches(history, drafts) if j < len(drafts[d])]
         return prefix_tree([drafts[d][j:j + self.max_depth] for d, j in found], self.max_nodes)
+
+
+def longest_matches(history: list[int], drafts: list[list[int]], found: list[tuple[int, int]], w_min: int,
+                    w_max: int) -> list[tuple[int, int]]:
+    """HSD's window rule: from `found`, the (draft, index after) places where `history`'s
+    last `w_min` tokens occur, keep those that the longest suffix (up to `w_max` tokens)
+    still matches, growing w one token at a time while several places match."""
+    w, limit = w_min, min(w_max, len(history))
+    while len(found) > 1 and w < limit:
+        t = history[-(w + 1)]
+        longer = [(d, j) for d, j in found if j > w and drafts[d][j - w - 1] == t]
+        if not longer:
+            break
+        w, found = w + 1, longer
+    return found
+
+
+class NgramIndex:
+    """Fixed draft sequences indexed by their `w_min`-grams: `matches(history)` returns what
+    `NgramMatcher(w_min, w_max).matches(history, drafts)` returns, without scanning every
+    draft for every call."""
+
+    def __init__(self, drafts: Iterable[Iterable[int]], w_min: int = 3, w_max: int = 10):
+        if w_min < 1:
+            raise ValueError(f"w_min must be >= 1, got {w_min}")
+        self.drafts = [[int(t) for t in d] for d in drafts]
+        self.w_min, self.w_max = w_min, max(w_min, w_max)
+        self.index: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for d, seq in enumerate(self.drafts):
+            for j in range(len(seq) - w_min + 1):
+                self.index.setdefault(tuple(seq[j:j + w_min]), []).append((d, j + w_min))
+
+    def matches(self, history: list[int]) -> list[tuple[int, int]]:
+        if len(history) < self.w_min:
+            return []
+        found = self.index.get(tuple(history[-self.w_min:]), [])
+        return longest_matches(history, self.drafts, found, self.w_min, self.w_max)
 
 
 def prefix_tree(continuations: list[list[int]], max_nodes: int = 128) -> DraftTree | None:

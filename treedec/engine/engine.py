@@ -17,6 +17,7 @@ import torch
 
 from treedec.engine.draft import DraftTree, StreamState, Verdict
 from treedec.engine.kv import KVArena
+from treedec.engine.limits import PageLimits
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
 from treedec.engine.step_attention import AttentionStats, Span, dense_mask, page_batch, page_sizes, page_slots
@@ -26,11 +27,8 @@ from treedec.models.adapter import CausalLMAdapter, Prompt
 
 
 @dataclass
-class EngineConfig:
-    max_pages: int = 16  # pages decoded concurrently
+class EngineConfig(PageLimits):  # max_pages, max_new_tokens, max_branches: treedec.engine.limits
     max_kv_tokens: int = 1 << 20  # KV slots over all active pages
-    max_new_tokens: int = 2048  # per stream
-    max_branches: int = 512  # streams per page
     compact_min: int = 2048  # compact the arena when it has this many slots ...
     compact_ratio: float = 0.5  # ... and this fraction of them is free
     # attention of a step: dense (one mask over the whole arena: every row pays for every page's KV) | blocked (each
@@ -40,6 +38,11 @@ class EngineConfig:
     attention: str = "auto"
     dense_waste: float = 4.0
     bucket_ratio: float = 0.5  # blocked: a page joins a bucket from this fraction of its rows and keys (0: one batch)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.attention not in ("auto", "blocked", "dense"):
+            raise UserError(f"runtime.attention must be auto, blocked or dense, got {self.attention!r}")
 
 
 @dataclass
@@ -55,6 +58,7 @@ class PageResult:
     drafted: int = 0
     accepted: int = 0
     by_depth: list[list[int]] = field(default_factory=list)  # PageState.by_depth
+    extra: dict[str, Any] = field(default_factory=dict)  # a runtime's own per-page figures (vLLM: prefix cache)
 
     @property
     def generated(self) -> int:
@@ -111,8 +115,6 @@ class Engine:
         self.forward_passes = 0
         self._observe = getattr(policy, "observe", None)  # optional: a drafter that learns from verdicts
         self._hidden = bool(getattr(policy, "wants_hidden", False))  # optional: drafters read hidden states
-        if self.cfg.attention not in ("auto", "blocked", "dense"):
-            raise UserError(f"runtime.attention must be auto, blocked or dense, got {self.cfg.attention!r}")
         self._blocks = self.cfg.attention != "dense" and getattr(model, "supports_blocks", False)
         self.attention_stats = AttentionStats()
 

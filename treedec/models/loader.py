@@ -6,15 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from treedec.errors import UserError
+from treedec.models.page_model import PageModel
 from treedec.models.qwen3_vl import Qwen3VL
 from treedec.models.vlm import SHIPPED, VLM, VLMSpec, model_type
 
-MODEL_TYPES = {"idefics3": VLM, "qwen3_vl": Qwen3VL}  # config.json model_type -> the class that loads it
+# config.json model_type -> the adapter class that loads it (each a `PageModel`)
+MODEL_TYPES: dict[str, type] = {"idefics3": VLM, "qwen3_vl": Qwen3VL}
 
 
-def load_model(directory: str | Path, attn: str = "sdpa") -> VLM:
+def load_model(directory: str | Path, attn: str = "sdpa") -> PageModel:
     """Load a checkpoint folder by its config.json's `model_type`: `idefics3` (treedec's
-    own VLM) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, embedded engine only)."""
+    own VLM, a `ServedPageModel`) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, a
+    `PageModel`: embedded engine only)."""
     d = Path(directory)
     kind = model_type(d)
     if kind not in MODEL_TYPES:
@@ -23,17 +26,31 @@ def load_model(directory: str | Path, attn: str = "sdpa") -> VLM:
     return MODEL_TYPES[kind].load(d, attn=attn)
 
 
-def load_vlm(model_cfg) -> VLM:
-    """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
-    a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model when
-    `path` is null, or random weights for `model=random`."""
-    from omegaconf import OmegaConf
-
-    if model_cfg.get("name") == "random":
-        return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
-    path = model_cfg.get("path") or SHIPPED
-    if not Path(path).exists():
+def checkpoint_path(model_cfg) -> Path | None:
+    """The checkpoint folder a `model` config names: `path`, or the shipped tiny model for
+    `model=tiny` without one; None for `model=random`. Any other model without `path` is a
+    one-line error (there is no shipped checkpoint to fall back on)."""
+    name, path = model_cfg.get("name"), model_cfg.get("path")
+    if name == "random":
+        return None
+    if not path and name not in (None, "tiny"):
+        raise UserError(f"model={name} needs model.path=DIR (a local checkpoint folder); only model=tiny has a "
+                        "shipped default")
+    path = Path(path or SHIPPED)
+    if not path.exists():
         hint = " (the shipped model is not in this checkout; train one with `python -m treedec train`)" \
             if not model_cfg.get("path") else ""
         raise UserError(f"model.path {str(path)!r} does not exist{hint}")
+    return path
+
+
+def load_vlm(model_cfg) -> PageModel:
+    """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
+    a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model for
+    `model=tiny` without `path`, or random weights for `model=random`."""
+    from omegaconf import OmegaConf
+
+    path = checkpoint_path(model_cfg)
+    if path is None:
+        return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
     return load_model(path)

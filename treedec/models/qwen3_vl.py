@@ -32,7 +32,8 @@ What differs from the tiny Idefics3 VLM, as read in transformers 5.19's `qwen3_v
   checkpoint's tokenizer (added tokens, as a fine-tune on treedec's format has them).
   Missing ones are a `UserError` naming them: embeddings are never resized here.
 
-Only the embedded engine runs these checkpoints: `save` and the vLLM runtime work on
+Only the embedded engine runs these checkpoints: `Qwen3VL` is a `PageModel`, not a
+`ServedPageModel` (`treedec.models.page_model`): `save` and the vLLM runtime work on
 treedec's own VLM (their prompt does not depend on the image; this one does). Training:
 `train model=qwen3_vl` (`treedec.training.qwen3_vl_trainer`, packing the same prompt and
 positions in `treedec.training.qwen3_vl_packing`).
@@ -49,7 +50,7 @@ from PIL import Image
 
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt, capture_hidden
-from treedec.models.vlm import MODES, VLM
+from treedec.models.vlm import MODES
 from treedec.serialize import BLOCK, CATEGORY_TOKENS, CHILD, CONTROL, EOS, FORK
 
 REQUIRED_TOKENS = (*CONTROL, *CATEGORY_TOKENS)  # what serialize/parse and the strategies emit and read
@@ -155,37 +156,28 @@ class Qwen3VLAdapter(CausalLMAdapter):
         return out.logits[0].float().cpu()
 
 
-def _unsupported(what: str) -> UserError:
-    return UserError(f"{what} is not supported for Qwen3-VL checkpoints: they run on the embedded engine only "
-                     "(python -m treedec run model.path=... runtime=embedded)")
-
-
-class Qwen3VL(VLM):
-    """A Qwen3-VL checkpoint with treedec's tokenizer API: `prompt(image, mode)` and
-    `adapter()` as `VLM`; `pages` is None (no synthetic page distribution is known)."""
+class Qwen3VL:
+    """A Qwen3-VL checkpoint with treedec's tokenizer API: a `treedec.models.page_model.PageModel`
+    (`prompt(image, mode)`, `adapter()`, `page_grid`); `pages` is None (no synthetic page
+    distribution is known). Its prompt depends on the image (the image's token count and rope
+    delta), so it is no `ServedPageModel`: no vLLM serving, no tiny-model training here
+    (`train model=qwen3_vl` fine-tunes it with its own trainer)."""
 
     trainable = False  # `train` continues treedec's own VLM; model=qwen3_vl fine-tunes this one
 
     def __init__(self, model: torch.nn.Module, tokenizer: CheckpointTokenizer, image_processor,
-                 chat_template: str | None = None):
+                 chat_template: str | None = None, directory: Path | None = None):
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
         self.chat_template = chat_template
         self.merge = model.config.vision_config.spatial_merge_size
         self.pages = None
+        self.directory = directory  # where files trained for this checkpoint lie beside it (an MTP head)
 
-    @property
-    def spec(self):
-        raise _unsupported("a tiny-model spec (training, vLLM serving, benchmarks)")
-
-    @classmethod
-    def tiny(cls, *args, **kwargs):
-        raise _unsupported("VLM.tiny")
-
-    def save(self, directory):
-        raise _unsupported("VLM.save")
-
-    def prompt_ids(self, mode: str) -> list[int]:
-        raise _unsupported("an image-independent prompt (training, vLLM serving)")
+    def page_grid(self, image: Image.Image | None) -> int | None:
+        """None: the image processor resizes every page (to multiples of patch x merge pixels
+        within its pixel budget), so the model's patches fall on no fixed grid of the page's
+        pixels; HSD then keeps the drafter's boxes and crops as they are."""
+        return None
 
     def mode_token(self, mode: str) -> str:
         if mode not in MODES:
@@ -244,7 +236,7 @@ class Qwen3VL(VLM):
                 d, attn_implementation=attn, dtype="auto" if device.type == "cuda" else torch.float32)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
             raise UserError(f"cannot load the Qwen3-VL checkpoint at {d}: {str(e).splitlines()[0]}") from None
-        return cls(model.to(device).eval(), tok, images, chat_template(d, hf_tok))
+        return cls(model.to(device).eval(), tok, images, chat_template(d, hf_tok), d)
 
 
 def chat_template(d: Path, hf_tok) -> str | None:

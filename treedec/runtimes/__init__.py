@@ -1,10 +1,14 @@
-"""Runtimes other than the embedded engine (`treedec.engine`): each parses pages with a
-strategy and returns the same `treedec.runner.RunResult` as `parse_pages`.
+"""Runtimes: what decodes a strategy's pages. One contract (`treedec.runtimes.base.Runtime`),
+one copy of the per-page bookkeeping (`treedec.runner.parse_pages`), chosen by config
+(`runtime=embedded|vllm`: `treedec.runtimes.select.make_runtime`); each returns the same
+`treedec.runner.RunResult`.
 
-- `treedec.runtimes.vllm`: the request-level realization on stock vLLM (optional extra
-  `pip install -e .[vllm]`, or `scripts/install_vllm.sh`); see README.md here. Its parts:
-  `vllm_engine` (config, serving folder, the shared engine), `vllm_runner` (streams as
-  requests), `vllm_hsd` (which drafting strategies run, their drafts written for the proposer).
-- `treedec.runtimes.vllm_drafts`: the `custom_class` speculative proposer through which
-  `hsd` / `padoc_hsd` page drafts reach vLLM (linear chains), and its draft store.
+- `embedded` (`treedec.runner.EmbeddedRuntime`): treedec's engine (`treedec.engine`).
+- `vllm` (`treedec.runtimes.vllm.VLLMRuntime`): the request-level realization on stock vLLM
+  (optional extra `pip install -e .[vllm]`, or `scripts/install_vllm.sh`); see README.md
+  here. Its parts: `vllm_engine` (config, serving folder, the shared engine), `vllm_runner`
+  (streams as requests), `vllm_hsd` (which drafting strategies run, where they run
+  differently, their drafts written for the proposer), `vllm_drafts` (the `custom_class`
+  speculative proposer through which `hsd` / `padoc_hsd` page drafts reach vLLM, as linear
+  chains, and its draft store).
 """

@@ -22,70 +22,105 @@ engine gets treedec's `custom_class` proposer (`vllm_drafts.py`), which serves t
 drafts, written to a per-engine draft store, as linear chains (HSD's stage 1 is skipped);
 greedy verification keeps the base strategy's pages.
 
-What stock vLLM cannot do for our strategies, and what this backend does instead, is in
+`VLLMRuntime` is this runtime's side of the runtime contract (`treedec.runtimes.base`): the
+per-page bookkeeping is `treedec.runner.parse_pages`, shared with the embedded engine; what
+this runtime does differently for a strategy is said once, by `VLLMRuntime.notes` (and in
+the run's summary.json `runtime_notes`); what it cannot run, by `VLLMRuntime.check`. What
+stock vLLM cannot do for our strategies, and what this backend does instead, is in
 README.md beside this file.
 
 The parts: `vllm_engine.py` (config, serving folder, engine), `vllm_runner.py` (streams as
 requests), `vllm_hsd.py` (drafting strategies), `vllm_drafts.py` (the proposer); this file
-parses pages with them, on one engine or on data-parallel ones.
+adapts them to the contract, on one engine or on data-parallel ones.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
+from treedec.engine.engine import PageResult
 from treedec.errors import UserError
+from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
-from treedec.runtimes.vllm_engine import VLLMConfig, get_engine, serving_dir
-from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_refusal, drafting, write_drafts
+from treedec.runner import RunResult, parse_pages
+from treedec.runtimes.vllm_engine import Served, VLLMConfig, get_engine, serving_dir
+from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
 from treedec.runtimes.vllm_runner import VLLMRunner
 from treedec.strategies.base import Strategy
 
-__all__ = ["VLLMConfig", "parse_pages_vllm"]
+__all__ = ["VLLMConfig", "VLLMRuntime", "parse_pages_vllm"]
+
+
+class VLLMRuntime:
+    """`runtime=vllm`: every stream of a page a vLLM request (module docstring)."""
+
+    name = "vllm"
+    steps_counted = ("scheduler iterations in which the page had an unfinished request: as the embedded engine's, "
+                     "except that an iteration in which the page's request waited (token budget, preemption) or ran "
+                     "one chunk of a chunked prefill also counts")
+
+    def __init__(self, cfg: Any = None, model_path: str | Path | None = None):
+        self.cfg = VLLMConfig.from_cfg(cfg)
+        self.model_path = model_path
+        self.forward_passes = 0
+        self._figures: dict[str, Any] = {}
+
+    def _cfg(self, strategy: Strategy) -> VLLMConfig:
+        """The engine config for `strategy`: a drafting one's installs the page-draft proposer."""
+        return draft_engine_cfg(strategy, self.cfg) if drafting(strategy) else self.cfg
+
+    def _served(self, vlm: VLM, strategy: Strategy) -> Served:
+        if not isinstance(vlm, ServedPageModel):  # the one model capability vLLM needs beyond the engine's
+            raise UserError(f"runtime=vllm serves models whose prompt does not depend on the image (treedec's own "
+                            f"VLM); {type(vlm).__name__} checkpoints run with runtime=embedded")
+        return get_engine(serving_dir(vlm, self.model_path), self._cfg(strategy), len(vlm.prompt_ids(strategy.mode)))
+
+    def check(self, vlm, strategy: Strategy) -> None:
+        if drafting(strategy) and (why := draft_refusal(strategy, self.cfg)):
+            raise UserError(why)
+
+    def notes(self, strategy: Strategy) -> list[str]:
+        return draft_notes(strategy)
+
+    def prepare(self, vlm, strategy: Strategy, samples: list, progress: bool) -> dict[str, dict]:
+        """Drafting strategies: the pages' drafts written to the engine's draft store (no stage 1)."""
+        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples) if drafting(strategy) else {}
+
+    def prompt(self, vlm, strategy: Strategy, sample) -> Any:
+        return sample.image  # vLLM's processor builds the pixels (the same as the embedded engine's)
+
+    def decode(self, vlm, strategy: Strategy, items: Iterable) -> Iterator[PageResult]:
+        served = self._served(vlm, strategy)
+        served.engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable
+        runner = VLLMRunner(served, vlm, strategy, self._cfg(strategy))
+        try:
+            yield from runner.run(items)
+        finally:
+            if served.drafts is not None:
+                served.drafts.clear()  # no later run on this engine sees these pages' drafts
+        self.forward_passes = runner.forward_passes
+        self._figures = {"prefix_cache_prompt_tokens": runner.prompt_tokens,
+                         "prefix_cache_cached_tokens": runner.cached_tokens}
+
+    def figures(self) -> dict[str, Any]:
+        return dict(self._figures)
+
+    def run(self, vlm, strategy: Strategy, samples: Iterable, **kwargs) -> RunResult:
+        """`parse_pages` on this runtime: on one engine (started before the clock), or on
+        `data_parallel_size` engines in worker processes."""
+        self.check(vlm, strategy)
+        if self.cfg.data_parallel_size > 1:
+            return _parse_pages_dp(vlm, strategy, list(samples), self.cfg, self.model_path, kwargs.get("progress", True),
+                                   kwargs.get("warmup", True))
+        self._served(vlm, strategy)  # an engine takes 20-90 s to start: not the pages' time
+        return parse_pages(vlm, strategy, samples, self, **kwargs)
 
 
 def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any = None,
-                     model_path: str | Path | None = None, progress: bool = True, warmup: bool = True):
+                     model_path: str | Path | None = None, progress: bool = True, warmup: bool = True) -> RunResult:
     """`treedec.runner.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
     engine steps in which the page had a request running, prefill included)."""
-    from treedec.runner import RunResult, _record, split_readable
-
-    cfg = VLLMConfig.from_cfg(cfg)
-    samples = list(samples)
-    if drafting(strategy):  # HSD: page drafts through vLLM's speculative decoding (vllm_drafts.py)
-        why = draft_refusal(strategy, cfg)
-        if why:
-            raise UserError(why)
-        cfg = draft_engine_cfg(strategy, cfg)
-    if cfg.data_parallel_size > 1:
-        return _parse_pages_dp(vlm, strategy, samples, cfg, model_path, progress, warmup)
-    from tqdm import tqdm
-
-    records, items = split_readable(samples, lambda s: s.image)
-    engine = get_engine(serving_dir(vlm, model_path), cfg, len(vlm.prompt_ids(strategy.mode)))
-    t_draft = time.perf_counter()
-    before = write_drafts(engine, vlm, strategy, samples) if drafting(strategy) else {}
-    t_draft = time.perf_counter() - t_draft  # drafting (pipeline OCR) is on the pages' path: in wall time
-    try:
-        if warmup and items:
-            list(VLLMRunner(engine, vlm, strategy, cfg).run(items[:1]))
-        engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable
-        runner = VLLMRunner(engine, vlm, strategy, cfg)
-        bar = tqdm(total=len(items), desc=f"{strategy.name} (vllm)", unit="page", disable=not progress)
-        t0 = time.perf_counter()
-        for r in runner.run(items):
-            records[r.name] = _record(r, strategy)
-            records[r.name].extra = {**before.get(r.name, {}), **runner.cache_figures.pop(r.name, {})}
-            bar.update(1)
-        wall = time.perf_counter() - t0 + t_draft
-        bar.close()
-    finally:
-        if drafting(strategy):
-            engine.treedec_drafts.clear()  # no later run on this engine sees these pages' drafts
-    result = RunResult(strategy.name, [records[s.name] for s in samples], wall, runner.forward_passes)
-    result.prefix_cache = {"prompt_tokens": runner.prompt_tokens, "cached_tokens": runner.cached_tokens}  # type: ignore[attr-defined]
-    return result
+    return VLLMRuntime(cfg, model_path).run(vlm, strategy, samples, progress=progress, warmup=warmup)
 
 
 def _dp_worker(args):
@@ -102,13 +137,11 @@ def _dp_worker(args):
     return parse_pages_vllm(vlm, strategy, samples, cfg, model_path=model_dir, progress=progress, warmup=warmup)
 
 
-def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_path, progress, warmup):
+def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_path, progress, warmup) -> RunResult:
     """`data_parallel_size` engines in spawned processes, pages dealt round robin; wall
     time is the slowest rank's (ranks start together), forward passes are summed."""
     import multiprocessing as mp
     from dataclasses import replace
-
-    from treedec.runner import RunResult
 
     n = cfg.data_parallel_size
     model_dir = serving_dir(vlm, model_path)
@@ -119,4 +152,4 @@ def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_path, progres
                                       for i, shard in enumerate(shards) if shard])
     by_name = {r.name: r for part in parts for r in part.records}
     return RunResult(strategy.name, [by_name[s.name] for s in samples], max(p.wall_s for p in parts),
-                     sum(p.forward_passes for p in parts))
+                     sum(p.forward_passes for p in parts), runtime="vllm", notes=VLLMRuntime(cfg).notes(strategy))

@@ -37,42 +37,18 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from treedec.drafters.ngram import NgramIndex
+
 ENV_STORE = "TREEDEC_VLLM_DRAFTS"
 PROPOSER = f"{__name__}.PageDraftProposer"
 LOOKBACK = 256  # context tokens the proposer looks at (tie-break among equally long matches)
 
 
 # ---------------------------------------------------------------------- matching
-class DraftIndex:
-    """Draft sequences indexed by their `w_min`-grams; `matches` returns what
-    `NgramMatcher(w_min, w_max).matches(history, drafts)` returns, without scanning every
-    draft for every request at every step."""
-
-    def __init__(self, drafts: Iterable[Iterable[int]], w_min: int = 3, w_max: int = 10):
-        if w_min < 1:
-            raise ValueError(f"w_min must be >= 1, got {w_min}")
-        self.drafts = [[int(t) for t in d] for d in drafts]
-        self.w_min, self.w_max = w_min, max(w_min, w_max)
-        self.index: dict[tuple[int, ...], list[tuple[int, int]]] = {}
-        for d, seq in enumerate(self.drafts):
-            for j in range(len(seq) - w_min + 1):
-                self.index.setdefault(tuple(seq[j:j + w_min]), []).append((d, j + w_min))
-
-    def matches(self, history: list[int]) -> list[tuple[int, int]]:
-        """(draft, index after the match) of every occurrence of the longest suffix of
-        `history` (`w_min`..`w_max` tokens) that still matches somewhere."""
-        w = self.w_min
-        if len(history) < w:
-            return []
-        found = self.index.get(tuple(history[-w:]), [])
-        limit = min(self.w_max, len(history))
-        while len(found) > 1 and w < limit:
-            t = history[-(w + 1)]
-            longer = [(d, j) for d, j in found if j > w and self.drafts[d][j - w - 1] == t]
-            if not longer:
-                break
-            w, found = w + 1, longer
-        return found
+class DraftIndex(NgramIndex):
+    """HSD's n-gram match over the stored drafts (`treedec.drafters.ngram.NgramIndex`) and
+    the one chain vLLM can verify: among several matches, the draft that agrees with the
+    context furthest back."""
 
     def agreement(self, history: list[int], d: int, j: int) -> int:
         """How many tokens `history` and draft `d` before index `j` agree on, backwards."""

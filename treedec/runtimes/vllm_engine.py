@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import tempfile
 import weakref
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from treedec.engine.limits import PageLimits
 from treedec.errors import UserError
+from treedec.runtimes.base import config_from
 from treedec.models.vlm import VLM
 from treedec.runtimes.vllm_drafts import ENV_STORE, PROPOSER, DraftStore
 
@@ -19,12 +21,10 @@ SERVING_WRITES = ("tokenizer", "processor", "preprocessor", "special_tokens", "c
 
 
 @dataclass
-class VLLMConfig:
-    """`runtime=vllm` (treedec/conf/runtime/vllm.yaml). The page limits mean what they mean
+class VLLMConfig(PageLimits):
+    """`runtime=vllm` (treedec/conf/runtime/vllm.yaml). The page limits (`PageLimits`: pages in
+    flight, `max_new_tokens` = a request's max_tokens, branches per page) mean what they mean
     for the embedded engine; the rest configures vLLM."""
-    max_pages: int = 16  # pages decoded concurrently (their requests share the engine)
-    max_new_tokens: int = 1024  # per stream (request max_tokens); a stream reaching it is cut and flagged
-    max_branches: int = 128  # streams per page
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1  # independent engines, one process each, pages split between them
     block_size: int = 32  # KV block = prefix-cache granularity (vLLM CPU: a multiple of 32)
@@ -42,23 +42,7 @@ class VLLMConfig:
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> "VLLMConfig":
-        if cfg is None:
-            return cls()
-        if isinstance(cfg, cls):
-            return cfg
-        try:
-            from omegaconf import DictConfig, OmegaConf
-
-            if isinstance(cfg, DictConfig):
-                cfg = OmegaConf.to_container(cfg, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf is a core dependency
-            pass
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise UserError(f"runtime=vllm has no option(s) {', '.join(unknown)}; "
-                            f"other vLLM engine arguments go under runtime.engine_args")
-        return cls(**dict(cfg))
+        return config_from(cls, cfg, "runtime=vllm", "; other vLLM engine arguments go under runtime.engine_args")
 
 
 def require_vllm():
@@ -98,7 +82,15 @@ def serving_dir(vlm: VLM, path: str | Path | None = None) -> Path:
     return d
 
 
-_ENGINES: dict[tuple, Any] = {}
+@dataclass
+class Served:
+    """An in-process vLLM `LLMEngine` and, when its speculative method is treedec's page-draft
+    proposer, the draft store that proposer reads (`vllm_drafts.py`)."""
+    engine: Any
+    drafts: DraftStore | None = None
+
+
+_ENGINES: dict[tuple, Served] = {}
 
 
 def engine_kwargs(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> dict[str, Any]:
@@ -142,7 +134,7 @@ def _cpu_tp_binding(tp: int) -> None:
                                                        for i in range(tp))
 
 
-def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int):
+def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> Served:
     """One `LLMEngine` per (model folder, engine arguments), kept for the process: an
     engine takes 20-90 s to start, so `compare=` runs and tests share it."""
     kw = engine_kwargs(model_dir, cfg, prompt_len)
@@ -178,6 +170,5 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int):
     finally:
         torch.set_num_threads = set_threads
     torch.set_num_threads(threads)  # the in-process engine computes with this process's threads
-    engine.treedec_drafts = store  # where runs of drafting strategies write their pages' drafts
-    _ENGINES[key] = engine
-    return engine
+    _ENGINES[key] = Served(engine, store)  # store: where runs of drafting strategies write their pages' drafts
+    return _ENGINES[key]

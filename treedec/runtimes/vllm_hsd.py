@@ -1,10 +1,10 @@
-"""HSD's page drafts on the vLLM backend: which drafting strategies it can run (and why
-not, in one line), the engine config that installs treedec's page-draft proposer
+"""HSD's page drafts on the vLLM runtime: which drafting strategies it can run (and why
+not, in one line), where it runs them differently from the embedded engine (`draft_notes`,
+the one place that says so), the engine config that installs treedec's page-draft proposer
 (`vllm_drafts.py`), and the drafts written to the engine's draft store."""
 from __future__ import annotations
 
-from treedec.models.vlm import VLM
-from treedec.runtimes.vllm_drafts import PROPOSER, page_draft_sequences
+from treedec.runtimes.vllm_drafts import PROPOSER, DraftStore, page_draft_sequences
 from treedec.runtimes.vllm_engine import VLLMConfig
 from treedec.strategies.base import Strategy
 
@@ -23,14 +23,14 @@ def _page_drafter(strategy: Strategy):
 
 def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
     """Why `strategy`'s drafting cannot run on this backend (one line), None when it can:
-    HSD's page drafts (`hsd`, `padoc_hsd`), exact acceptance, the backend's own proposer."""
+    page drafts (`PageDraftDrafter`) from a prepare step that offers them before stage 1
+    (`draft_pages`: HSD's), exact acceptance, the backend's own proposer."""
     from treedec.drafters.page_drafts import PageDraftDrafter
     from treedec.engine.draft import accept_greedy
-    from treedec.strategies.hsd import TwoStages
 
     name = repr(strategy.name)
     see = "run it with runtime=embedded (see treedec/runtimes/README.md)"
-    if not isinstance(_page_drafter(strategy), PageDraftDrafter) or not isinstance(strategy.prepare, TwoStages):
+    if not isinstance(_page_drafter(strategy), PageDraftDrafter) or not hasattr(strategy.prepare, "draft_pages"):
         return (f"strategy {name} drafts with {type(strategy.drafter).__name__}, which has no vLLM proposer (only "
                 f"HSD's page drafts have, served as linear chains): {see}")
     if strategy.acceptor is not accept_greedy:
@@ -43,6 +43,29 @@ def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
         return (f"strategy {name} runs on one vLLM engine here (data_parallel_size=1): the data-parallel workers "
                 "rebuild the strategy by name and would lose its drafts")
     return None
+
+
+def draft_notes(strategy: Strategy) -> list[str]:
+    """Where a drafting strategy runs differently on vLLM (its pages do not: acceptance is
+    exact), one line each; nothing for a strategy without drafts."""
+    if not drafting(strategy):
+        return []
+    drafter, prep = _page_drafter(strategy), strategy.prepare
+    m, name = drafter.matcher, strategy.name
+    notes = [f"{name}: drafts verified as one linear chain per request and step (vLLM has no token trees): where several "
+             f"draft places match, the one agreeing furthest back is proposed, not the prefix tree of all of them"]
+    if getattr(prep, "stage1", False):
+        notes.append(f"{name}: HSD stage 1 (decoding the draft regions' crops) is skipped; the {prep.source} drafts "
+                     "are verified as they are (stage1_steps = stage1_crops = 0)")
+    if drafter is not strategy.drafter:
+        notes.append(f"{name}: draft_len=adaptive is the embedded engine's; vLLM proposes up to "
+                     f"num_speculative_tokens = strategy.max_depth ({m.max_depth}) tokens per step")
+    if m.fuzzy:
+        notes.append(f"{name}: fuzzy draft matching is the embedded engine's; vLLM's proposer matches exactly")
+    if drafter.layout == "lines":
+        notes.append(f"{name}: layout=lines (drafting the root stream line by line) is the embedded engine's; "
+                     "vLLM's proposer matches it n-gram-wise")
+    return notes
 
 
 def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
@@ -58,35 +81,14 @@ def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
                    engine_args={"per_request_spec_decode_metrics": "summary", **dict(cfg.engine_args)})
 
 
-def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[str, dict]:
-    """Draft every page (pipeline OCR, or the ground truth for `drafts=oracle`) and write the
-    sequences to the engine's draft store; HSD's stage 1 (decoding the draft regions' crops
-    to refine the drafts) is skipped here. Returns per-page figures, as `prepare` does."""
-    import logging
-
-    from treedec.strategies.hsd import model_drafts, model_grids
-
+def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples: list) -> dict[str, dict]:
+    """Draft every page (pipeline OCR, or the ground truth for `drafts=oracle`; before stage 1,
+    see `draft_notes`) and write the sequences to the engine's draft store. Returns per-page
+    figures, as `prepare` does."""
     prep, drafter = strategy.prepare, _page_drafter(strategy)
-    pages = model_drafts(samples, prep.source, prep.cache_dir, model_grids(vlm, samples, prep.snap))
-    if drafter is not strategy.drafter:
-        logging.getLogger(__name__).warning(
-            "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "
-            "num_speculative_tokens = strategy.max_depth (%d) tokens per step", strategy.name, drafter.matcher.max_depth)
-    if drafter.matcher.fuzzy:
-        logging.getLogger(__name__).warning(
-            "%s on runtime=vllm: fuzzy draft matching is the embedded engine's; vLLM's proposer matches exactly",
-            strategy.name)
-    if drafter.layout == "lines":
-        logging.getLogger(__name__).warning(
-            "%s on runtime=vllm: layout=lines (drafting the root stream line by line) is the embedded engine's; "
-            "vLLM's proposer matches it n-gram-wise", strategy.name)
-    if prep.stage1:
-        logging.getLogger(__name__).warning(
-            "%s on runtime=vllm: HSD stage 1 (decoding the draft regions' crops) is skipped; the %s drafts are "
-            "verified as they are, as linear chains by vLLM's custom_class speculative decoding",
-            strategy.name, prep.source)
+    pages = prep.draft_pages(vlm, samples)
     m = drafter.matcher
     seqs = page_draft_sequences([pages[s.name] for s in samples if s.name in pages], vlm.tokenizer, drafter.form,
                                 vlm.prompt_ids(strategy.mode), m.w_max)
-    engine.treedec_drafts.write(seqs, m.w_min, m.w_max)
+    store.write(seqs, m.w_min, m.w_max)
     return {name: {"draft_source": prep.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -16,7 +15,7 @@ from treedec.engine.new_token import may_fork, take_token
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM, canvas
-from treedec.runtimes.vllm_engine import VLLMConfig
+from treedec.runtimes.vllm_engine import Served, VLLMConfig
 from treedec.runtimes.vllm_hsd import draft_refusal, drafting
 from treedec.strategies.base import Strategy
 
@@ -38,18 +37,18 @@ class VLLMRunner:
     """Decodes pages with a strategy on one vLLM engine (the embedded engine's contract:
     `run(items)` yields `PageResult`s as pages finish)."""
 
-    def __init__(self, engine, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
+    def __init__(self, served: Served, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
         if drafting(strategy):
             why = draft_refusal(strategy, cfg)
-            if why is None and getattr(engine, "treedec_drafts", None) is None:
+            if why is None and served.drafts is None:
                 why = (f"strategy {strategy.name!r} needs an engine with treedec's page-draft proposer "
-                       "(parse_pages_vllm builds it and writes the drafts)")
+                       "(VLLMRuntime builds it and writes the drafts)")
             if why:
                 raise UserError(why)
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        self.engine, self.vlm, self.strategy, self.cfg = engine, vlm, strategy, cfg
+        self.engine, self.vlm, self.strategy, self.cfg = served.engine, vlm, strategy, cfg
         self.run_id = next(_RUNS)  # request ids stay unique on the shared engine
         tok = vlm.tokenizer
         self.image_prefix = vlm.prompt_ids(strategy.mode)[:-1]  # expanded by vLLM's processor from one <image>
@@ -62,18 +61,20 @@ class VLLMRunner:
         self.forward_passes = 0
         self.prompt_tokens = 0  # prompt tokens of every request of the finished pages ...
         self.cached_tokens = 0  # ... and how many of them the prefix cache served
-        self.cache_figures: dict[str, dict] = {}  # per finished page
 
     # ------------------------------------------------------------------ public
     def run(self, items: Iterable[tuple[str, Any, Any]]) -> Iterator[PageResult]:
         """Decode `(name, image, sample)` items with continuous batching; yields results as
-        pages finish (completion order)."""
-        t0 = time.perf_counter()
-        queue = deque((name, image, sample, t0) for name, image, sample in items)
+        pages finish (completion order). `items` may be a lazy iterator: an item is taken
+        only when a page can be admitted."""
+        t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as the engine counts
+        items = iter(items)
+        head = next(items, None)
         try:
-            while queue or self.active:
-                while queue and len(self.active) < self.cfg.max_pages:
-                    self._admit(*queue.popleft())
+            while head is not None or self.active:
+                while head is not None and len(self.active) < self.cfg.max_pages:
+                    self._admit(*head, t0)
+                    head = next(items, None)
                 working = [p for p in self.active.values() if p.open]
                 if working:
                     touched: dict[int, list[int]] = {}
@@ -105,10 +106,10 @@ class VLLMRunner:
         del self.active[page.pid]
         self.cached_tokens += page.cached
         self.prompt_tokens += page.prompt_tokens
-        self.cache_figures[page.name] = {"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached}
         now = time.perf_counter()
         return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
-                          page.flags, page.timeline, page.sample, page.drafted, page.accepted)
+                          page.flags, page.timeline, page.sample, page.drafted, page.accepted,
+                          extra={"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached})
 
     # ------------------------------------------------------------------ requests
     def _prompt(self, page: _Page, sid: int) -> list[int] | None:

@@ -87,6 +87,10 @@ class TwoStages:
         self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
         return figures
 
+    def draft_pages(self, vlm, samples: list[Sample]) -> dict:
+        """Every page's draft before stage 1: what a runtime without stage 1 verifies (vLLM)."""
+        return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap))
+
 
 def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int]) -> dict:
     """Every sample's draft page (`_draft_pages`); a pipeline draft's boxes moved onto the

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.models.adapter import capture_hidden
+from treedec.errors import UserError
 from treedec.models.attention import register
 from treedec.models.mtp_head import MTPConfig, MTPHead, depth_weights
 from treedec.models.vlm import VLM, pixels
@@ -155,12 +156,16 @@ def main(cfg, out) -> dict:
     """Train the MTP head on the frozen model of `model.path` (the shipped one when null);
     written to `out/mtp` (copy it beside the checkpoint as `mtp/` to have it loaded by default)."""
     from treedec.models.mtp_head import base_hash, save_head
-    from treedec.models.vlm import SHIPPED
+    from treedec.models.loader import checkpoint_path
     from treedec.strategies.base import STRATEGIES
 
     t = cfg.train
     torch.set_num_threads(int(t.threads))
-    vlm = VLM.load(cfg.model.path or SHIPPED)
+    path = checkpoint_path(cfg.model)
+    if path is None:
+        raise UserError("an MTP head is trained on a trained checkpoint's frozen model: give model.path=DIR (or "
+                        "model=tiny for the shipped one), not model=random")
+    vlm = VLM.load(path)
     vlm.model.eval()
     strategies = [STRATEGIES.get(n)(vlm.tokenizer) for n in t.strategies]
     k = int(cfg.strategy.get("k", 6))

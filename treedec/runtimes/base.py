@@ -1,0 +1,73 @@
+"""The runtime contract: what the one copy of the per-page bookkeeping
+(`treedec.runner.parse_pages`: pages read lazily and unreadable ones kept, the work before
+decoding, the warm-up, records in input order, phases, each page written as it finishes)
+asks of a runtime. A runtime only adapts a decoder to it:
+
+- `embedded` (`treedec.runner.EmbeddedRuntime`): treedec's engine, one flat forward per step;
+- `vllm` (`treedec.runtimes.vllm.VLLMRuntime`): every stream a vLLM request.
+
+Both decode a strategy the same way (its fork rule and end test on every new token:
+`treedec.engine.new_token`; its drafts verified exactly), so under greedy decoding they give
+the same pages. Where a runtime cannot do what the strategy asks, it says so in one place:
+`check` refuses (one-line `UserError`), `notes` names each difference, and the run's
+`RunResult.notes` carries them to summary.json (`runtime_notes`) and the report.
+
+Chosen by config: `runtime=embedded|vllm` (`treedec.runtimes.select.make_runtime`)."""
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+
+from treedec.engine.engine import PageResult
+from treedec.errors import UserError
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    name: str  # runtime=NAME
+    steps_counted: str  # what a page's `steps` count here (summary.json `steps_counted`)
+    forward_passes: int  # of the last `decode`: forwards (embedded) or scheduler iterations (vLLM)
+
+    def check(self, vlm, strategy) -> None:
+        """Refuse, with a one-line `UserError`, what this runtime cannot run."""
+
+    def notes(self, strategy) -> list[str]:
+        """Where this runtime runs `strategy` differently from the embedded engine (pages are
+        the same; steps or drafts may not be), one line each."""
+
+    def prepare(self, vlm, strategy, samples: list, progress: bool) -> dict[str, dict]:
+        """The work before decoding (drafting, HSD stage 1): per-page figures."""
+
+    def prompt(self, vlm, strategy, sample) -> Any:
+        """What `decode` takes for one readable page."""
+
+    def decode(self, vlm, strategy, items: Iterable[tuple[str, Any, Any]]) -> Iterator[PageResult]:
+        """`(name, prompt, sample)` items (a lazy iterator, pulled when there is room) decoded;
+        results as pages finish."""
+
+    def figures(self) -> dict[str, Any]:
+        """Run figures of the last `decode` (the engine's padding waste, vLLM's prefix cache)."""
+
+    def run(self, vlm, strategy, samples: Iterable, **kwargs):
+        """A `treedec.runner.RunResult`: `treedec.runner.parse_pages(vlm, strategy, samples, self,
+        **kwargs)` with what the runtime does around it (vLLM: its engine started before the
+        clock; data parallelism)."""
+
+
+def config_from(cls, cfg: Any, where: str, hint: str = ""):
+    """A config dataclass `cls` from a mapping (an OmegaConf node included), `cls` as it is,
+    or `cls()` for None; an unknown key is a one-line `UserError` naming `where` and the
+    options there (`hint`: where other options go)."""
+    if cfg is None:
+        return cls()
+    if isinstance(cfg, cls):
+        return cfg
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(cfg) - set(known))
+    if unknown:
+        raise UserError(f"{where} has no option(s) {', '.join(unknown)}; options: {', '.join(known)}{hint}")
+    return cls(**dict(cfg))
