@@ -52,6 +52,13 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)  # atomic: a reader never sees half a file
 
 
+def store(path: Path, data: dict[str, Any]) -> Page:
+    """Write a fresh draft (its OmniDocBench dict) to the cache; the page read back from it,
+    the same object a cache hit gives."""
+    _write(path, data)
+    return page_from_omnidocbench(json.loads(json.dumps(data)))
+
+
 def _image_path(sample) -> str:
     page = getattr(sample, "page", None)
     return page.image_path if page is not None and page.image_path else f"{sample.name}.png"
@@ -100,10 +107,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
         path = cache_path(cache_dir, sample.image, tag)
         page = _read(path)
         if page is None:
-            drafted = get_drafter().draft(sample.image, image_path)
-            data = page_to_omnidocbench(drafted)
-            _write(path, data)
-            page = page_from_omnidocbench(json.loads(json.dumps(data)))  # the same object a cache hit gives
+            page = store(path, page_to_omnidocbench(get_drafter().draft(sample.image, image_path)))
         else:
             hits += 1
         page.image_path = image_path
