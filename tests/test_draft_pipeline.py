@@ -136,3 +136,20 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
     assert sum(r.drafted - r.accepted for r in beside.records) > 0
     assert beside.phases["draft"] > 0 and beside.phases["stage1"] > 0
     assert abs(sum(beside.phases.values()) - beside.wall_s) < 1e-3 * beside.wall_s + 1e-3
+
+
+def test_drafter_options_and_workers_from_the_strategy_config():
+    from treedec.errors import UserError
+    from treedec.ocr.pipeline import PipelineConfig
+    from treedec.strategies.base import build_strategy
+
+    s = build_strategy({"name": "padoc_hsd", "ocr": {"rec_width": 48}, "draft_workers": 2}, TOK)
+    assert s.prepare.ocr == PipelineConfig(rec_width=48) and s.prepare.stream.workers == 2
+    assert build_strategy({"name": "hsd"}, TOK).prepare.ocr is None
+    assert getattr(build_strategy({"name": "hsd"}, TOK).prepare, "stream", None) is None  # drafting first, as before
+    # an option added later leaves the default config's tag (cache keys, drafts' info) as it was
+    assert PipelineConfig(rec_width=320).tag() == PipelineConfig().tag() != PipelineConfig(rec_width=48).tag()
+    with pytest.raises(UserError, match="strategy.ocr"):
+        build_strategy({"name": "padoc_hsd", "ocr": {"rec_wdth": 48}}, TOK)
+    with pytest.raises(UserError, match="draft_workers"):
+        build_strategy({"name": "padoc_hsd", "draft_workers": -1}, TOK)

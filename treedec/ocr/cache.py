@@ -69,7 +69,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
     """Draft every sample (`name`, `image`, optional ground-truth `page`), reading and
     filling the cache. Returns page name -> draft `Page`.
 
-    `drafter` defaults to a `PipelineOCR(config)` built on the first cache miss, so a run
+    `drafter` defaults to the process's `PipelineOCR.shared(config)`, taken on the first cache miss, so a run
     whose drafts are all cached needs none of the OCR packages. A sample without an image
     gets an empty page flagged in `info["draft_flag"]` (when its size is known) rather than
     being dropped."""
@@ -85,7 +85,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
         if holder["drafter"] is None:
             from treedec.ocr.pipeline import PipelineOCR
 
-            holder["drafter"] = PipelineOCR(config)
+            holder["drafter"] = PipelineOCR.shared(config)
         return holder["drafter"]
 
     out: dict[str, Page] = {}

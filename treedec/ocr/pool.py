@@ -40,7 +40,7 @@ def _init_worker(config) -> None:
     global _drafter
     from treedec.ocr.pipeline import PipelineOCR
 
-    _drafter = PipelineOCR(config)
+    _drafter = PipelineOCR.shared(config)
 
 
 def draft_one(drafter, image, image_path: str) -> tuple[dict[str, Any], DraftCost]:
@@ -103,7 +103,6 @@ class DraftQueue:
         self.workers, self.ahead = workers, ahead
         self._samples = iter(samples)
         self._pool = worker_pool(workers, self.config) if workers else None
-        self._local = None  # the in-process drafter (workers=0), built on the first miss
         self._queue: deque[tuple[Any, Path | None, Future | tuple | None]] = deque()
         self._ended = False
         self._fill()
@@ -154,8 +153,7 @@ class DraftQueue:
         elif job is None and path is not None:  # workers=0
             from treedec.ocr.pipeline import PipelineOCR
 
-            self._local = self._local or PipelineOCR(self.config)
-            data, cost = draft_one(self._local, sample.image, _image_path(sample))
+            data, cost = draft_one(PipelineOCR.shared(self.config), sample.image, _image_path(sample))
             page = store(path, data)
         else:
             page, cost = job if job is not None else (None, DraftCost())

@@ -41,12 +41,12 @@ from treedec.tokenizer import Tokenizer
 from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 
 
-def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None) -> dict:
+def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None, ocr=None) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
     from treedec.ocr.cache import draft_pages
 
-    return draft_pages([s for s in samples if s.image is not None], cache_dir)
+    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr)
 
 
 class TwoStages:
@@ -56,11 +56,12 @@ class TwoStages:
     def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, options: "HSDOptions", matcher: NgramMatcher):
         self.tok, self.drafter, self.matcher = tok, drafter, matcher
         self.source, self.stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
+        self.ocr = ocr_config(options.ocr)  # the pipeline drafter's config (None: its defaults)
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         grids = model_grids(vlm, samples, self.snap)
-        drafted = model_drafts(samples, self.source, self.cache_dir, grids)
+        drafted = model_drafts(samples, self.source, self.cache_dir, grids, self.ocr)
         figures = {name: self.figures() for name in drafted}
         pages = self.refine(vlm, samples, drafted, grids, engine_cfg, progress, figures)
         self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
@@ -115,13 +116,25 @@ class TwoStages:
         return {n: [p, drafted[n]] for n, p in pages.items()} if self.stage2_drafts == "both" else pages
 
 
-def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int]) -> dict:
+def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int], ocr=None) -> dict:
     """Every sample's draft page (`_draft_pages`); a pipeline draft's boxes moved onto the
     model's patch grid of its page, where `grids` (`model_grids`) has one."""
-    pages = _draft_pages(samples, source, cache_dir)
+    pages = _draft_pages(samples, source, cache_dir, ocr)
     if source == "pipeline":
         pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
+
+
+def ocr_config(options: dict | None):
+    """The pipeline drafter's config from `strategy.ocr` (None: the drafter's defaults)."""
+    if not options:
+        return None
+    from treedec.ocr.pipeline import PipelineConfig
+
+    try:
+        return PipelineConfig(**dict(options))
+    except TypeError as e:
+        raise UserError(f"bad strategy.ocr option: {e}") from None
 
 
 def model_grids(vlm, samples: list[Sample], snap: bool) -> dict[str, int]:
@@ -175,6 +188,7 @@ class HSDOptions:
     head: str | None = None  # with mtp: the MTP head's folder (null: beside the model's checkpoint)
     draft_workers: int = 0  # pipeline drafts made in this many processes beside decoding (0: all before decoding)
     draft_ahead: int = 8  # with draft_workers: pages drafted ahead of the engine at most (back-pressure)
+    ocr: dict | None = None  # the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
 
     def __post_init__(self):
         if self.drafts not in ("pipeline", "oracle"):

@@ -36,7 +36,7 @@ class DraftStream:
         st, drafter = self.stages, self.stages.drafter
         drafter.pages, drafter._seqs, drafter.grids = {}, {}, {}
         with clock.phase("draft"):
-            queue = DraftQueue(samples, self.workers, self.ahead, st.cache_dir)
+            queue = DraftQueue(samples, self.workers, self.ahead, st.cache_dir, st.ocr)
         idle = False
         while True:
             with clock.phase("draft"):
