@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from treedec import phases
 from treedec.data.files import FileSample
 from treedec.data.synth import Sample
-from treedec.engine.engine import Engine, EngineConfig, PageResult
+from treedec.engine.engine import PENDING, Engine, EngineConfig, PageResult
 from treedec.models.vlm import VLM
 from treedec.page import Page
 from treedec.serialize import parse_flat
@@ -198,9 +198,16 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "R
     # clock is exclusive: drafting, reading each page as the engine pulls it and writing are
     # timed as their own phases, not as "decode"
     with clock.phase("decode"):
-        with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
-            before = runtime.prepare(vlm, strategy, samples, progress)
         total = len(samples) if hasattr(samples, "__len__") else None
+        # drafting beside decoding (strategy.draft_workers > 0) feeds the embedded engine as pages
+        # are drafted; the vLLM runtime's proposer reads a draft store filled before decoding
+        stream = getattr(strategy.prepare, "stream", None) if runtime.name == "embedded" else None
+        if stream is not None:  # each page's figures arrive as it is drafted
+            before: dict[str, dict] = {}
+            samples = stream(vlm, samples, runtime.cfg, before, clock)
+        else:
+            with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
+                before = runtime.prepare(vlm, strategy, samples, progress)
         desc = strategy.name if runtime.name == "embedded" else f"{strategy.name} ({runtime.name})"
         bar = tqdm(total=total, desc=desc, unit="page", disable=not progress, smoothing=0.1)
 
@@ -236,9 +243,12 @@ def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreada
             s = next(it, _END)
             if s is _END:
                 return
-            names.append(s.name)
-            item = None if s.image is None else (s.name, prepare(s), s)
-        if item is None:
+            if s is not PENDING:
+                names.append(s.name)
+                item = None if s.image is None else (s.name, prepare(s), s)
+        if s is PENDING:  # the next sample is not ready (drafting beside decoding): the engine steps meanwhile
+            yield PENDING
+        elif item is None:
             unreadable_done(unreadable(s))
         else:
             yield item

