@@ -154,7 +154,10 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_cfg:
         items = readable_items(samples, lambda s: vlm.prompt(s.image, strategy.mode), names, done, clock)
         try:
             engine = Engine(vlm.adapter(), strategy, engine_cfg)
-            for r in engine.run(items):
+            results = engine.run(items)
+            if strategy.after_decode:  # work after decoding (crops: the regions read from their crops)
+                results = strategy.after_decode(vlm, results, engine_cfg, progress)
+            for r in results:
                 done(_record(r, strategy))
         finally:
             bar.close()

@@ -52,6 +52,9 @@ def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any =
     from treedec.runner import RunResult, _record, split_readable
 
     cfg = VLLMConfig.from_cfg(cfg)
+    if strategy.after_decode:
+        raise UserError(f"strategy {strategy.name!r} works on the pages after decoding (Strategy.after_decode), "
+                        "which the vLLM runtime does not run: use runtime=embedded")
     samples = list(samples)
     if drafting(strategy):  # HSD: page drafts through vLLM's speculative decoding (vllm_drafts.py)
         why = draft_refusal(strategy, cfg)
