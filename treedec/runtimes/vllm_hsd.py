@@ -67,7 +67,7 @@ def write_drafts(engine, vlm: VLM, strategy: Strategy, samples: list) -> dict[st
     from treedec.strategies.hsd import model_drafts, model_grids
 
     prep, drafter = strategy.prepare, _page_drafter(strategy)
-    pages = model_drafts(samples, prep.source, prep.cache_dir, model_grids(vlm, samples, prep.snap))
+    pages = model_drafts(samples, prep.source, prep.cache_dir, model_grids(vlm, samples, prep.snap), prep.noise)
     if drafter is not strategy.drafter:
         logging.getLogger(__name__).warning(
             "%s on runtime=vllm: draft_len=adaptive is the embedded engine's; vLLM proposes up to "

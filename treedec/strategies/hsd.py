@@ -24,6 +24,7 @@ import copy
 from dataclasses import dataclass
 
 from treedec.data.synth import Sample
+from treedec.drafters.draft_noise import degrade
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
 from treedec.engine.draft import relaxed
@@ -54,12 +55,13 @@ class TwoStages:
         self.tok, self.drafter, self.matcher = tok, drafter, matcher
         self.source, self.stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
+        self.noise = options.draft_noise
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         from treedec.runner import parse_pages
 
         grids = model_grids(vlm, samples, self.snap)
-        drafted = pages = model_drafts(samples, self.source, self.cache_dir, grids)
+        drafted = pages = model_drafts(samples, self.source, self.cache_dir, grids, self.noise)
         figures = {name: {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0} for name in pages}
         if self.stage1:
             pages = {n: copy.deepcopy(p) for n, p in pages.items()}
@@ -88,10 +90,12 @@ class TwoStages:
         return figures
 
 
-def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int]) -> dict:
-    """Every sample's draft page (`_draft_pages`); a pipeline draft's boxes moved onto the
-    model's patch grid of its page, where `grids` (`model_grids`) has one."""
-    pages = _draft_pages(samples, source, cache_dir)
+def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int],
+                 noise: float = 0.0) -> dict:
+    """Every sample's draft page (`_draft_pages`), its content degraded at character rate
+    `noise` (`draft_noise.degrade`); a pipeline draft's boxes moved onto the model's patch
+    grid of its page, where `grids` (`model_grids`) has one."""
+    pages = {n: degrade(p, noise, n) for n, p in _draft_pages(samples, source, cache_dir).items()}
     if source == "pipeline":
         pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
@@ -146,6 +150,7 @@ class HSDOptions:
     mtp: bool = False
     k: int = 6  # with mtp: MTP look-ahead depths
     head: str | None = None  # with mtp: the MTP head's folder (null: beside the model's checkpoint)
+    draft_noise: float = 0.0  # degraded drafts: content characters edited at this rate (treedec.drafters.draft_noise)
 
     def __post_init__(self):
         if self.drafts not in ("pipeline", "oracle"):
@@ -158,6 +163,8 @@ class HSDOptions:
             raise UserError(f"strategy.relaxed_threshold must be in (0, 1] or null, got {self.relaxed_threshold}")
         if self.fuzzy != 0 and self.fuzzy < 2:
             raise UserError(f"strategy.fuzzy must be 0 (off) or a window of at least 2 tokens, got {self.fuzzy}")
+        if not 0 <= self.draft_noise <= 1:
+            raise UserError(f"strategy.draft_noise must be a rate in [0, 1], got {self.draft_noise}")
         if self.layout not in ("ngram", "lines"):
             raise UserError(f"strategy.layout must be ngram or lines, got {self.layout!r}")
 
