@@ -68,3 +68,13 @@ def test_compare_writes_markdown_html_and_plot(sweeps, tmp_path):
     assert (out.dir / "compare.md").read_text().startswith("| sweep | data.pages | strategy | baseline |")
     html = (out.dir / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 1 and "median_steps_vs_baseline" in html
+
+
+def test_acceptance_by_depth_is_shown_as_it_is(tmp_path):
+    _job(tmp_path, ["strategy=sequential"], strategy="sequential", median_steps=100.0)
+    _job(tmp_path, ["strategy=hpd"], strategy="hpd", median_steps=40.0, acceptance_by_depth=[0.41, 0.25, None])
+    rows, keys, figures = table(load_jobs([str(tmp_path)]), None)
+    md = markdown(rows, keys, figures)
+    assert md.splitlines()[0].endswith("| accepted by depth |")
+    assert "| 0.41/0.25/- |" in md
+    assert next(line for line in md.splitlines() if "| sequential |" in line).endswith("|  |")  # none drafted

@@ -18,10 +18,58 @@ spec.loader.exec_module(sweep)
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "experiments" / "sweeps").glob("*.yaml")))
 def test_every_job_of_every_sweep_composes(name):
     register_schemas()
-    run, compare = sweep.command_lines(name, [])
-    command, overrides = run[3], [o for o in run[5:] if not o.startswith("out=")]
-    assert run[4] == "-m" and compare[3] == "compare"
-    jobs = [j for b in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None) for j in b]
+    *runs, compare = sweep.command_lines(name, [])
+    assert compare[3] == "compare"
+    outs = {o for run in runs for o in run if o.startswith("out=")}
+    assert len(outs) == 1 and compare[4] == "runs=" + outs.pop()[4:]  # groups share one store, one table
+    jobs = []
+    for run in runs:
+        command, overrides = run[3], [o for o in run[5:] if not o.startswith(("out=", "hydra."))]
+        assert run[4] == "-m"
+        jobs += [(command, j) for b in BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides),
+                                                                     None) for j in b]
     assert len(jobs) >= 2
-    for job in jobs:
+    for command, job in jobs:
         validate(command, job, multirun=False)
+    if len(runs) > 1:  # each group in its own subfolder of the store: no two jobs share a folder
+        assert len({next(o for o in run if o.startswith("hydra.sweep.subdir=")) for run in runs}) == len(runs)
+
+
+def _untimed(obj):
+    """`obj` without wall-clock figures (keys in seconds or per second, and their ratios) or
+    where it was written, at any depth."""
+    if isinstance(obj, dict):
+        return {k: _untimed(v) for k, v in obj.items()
+                if k not in ("meta", "sweeps", "throughput_ratio", "p95_ratio")
+                and not k.removesuffix("_vs_baseline").endswith("_s")}
+    return [_untimed(v) for v in obj] if isinstance(obj, list) else obj
+
+
+def test_rerunning_a_sweep_config_repeats_its_pages_and_figures(tmp_path):
+    """Seeds everywhere (issue 21.5): the tiny sweep `smoke` (a random VLM; sequential, crops and
+    hsd with pipeline drafts from a cold cache) run twice into two stores gives the same pages,
+    byte for byte, the same figures and the same compare table, timings aside."""
+    import json
+    import subprocess
+    import sys
+
+    for d in ("a", "b"):
+        r = subprocess.run([sys.executable, str(ROOT / "experiments" / "sweep.py"), "smoke", f"out={tmp_path / d}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+    a, b = tmp_path / "a", tmp_path / "b"
+    jobs = sorted(str(p.parent.relative_to(a)) for p in a.rglob("result.json"))
+    assert len(jobs) == 3 and jobs == sorted(str(p.parent.relative_to(b)) for p in b.rglob("result.json"))
+    for job in jobs:
+        ra, rb = (json.loads((d / job / "result.json").read_text()) for d in (a, b))
+        assert ra["key"] == rb["key"] and _untimed(ra["summary"]) == _untimed(rb["summary"])
+        assert ra["summary"]["median_steps"] > 0
+        pages = sorted(p.name for p in (a / job / "pages").iterdir())
+        assert len(pages) == 6
+        for name in pages:
+            fa, fb = ((d / job / "pages" / name).read_text() for d in (a, b))
+            assert fa == fb if not name.endswith(".json") else _untimed(json.loads(fa)) == _untimed(json.loads(fb))
+    ca, cb = (json.loads((tmp_path / f"{d}-compare" / "summary.json").read_text()) for d in ("a", "b"))
+    assert len(ca["rows"]) == 3 and _untimed(ca) == _untimed(cb)
+    hsd = next(r for r in ca["rows"] if r["strategy"] == "hsd")
+    assert hsd["median_steps_vs_baseline"] is not None  # against the sweep's sequential job

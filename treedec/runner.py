@@ -223,7 +223,10 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "R
 
         items = readable_items(samples, lambda s: runtime.prompt(vlm, strategy, s), names, done, clock)
         try:
-            for r in runtime.decode(vlm, strategy, items):
+            results = runtime.decode(vlm, strategy, items)
+            if strategy.after_decode:  # work after decoding (crops: the regions read from their crops)
+                results = strategy.after_decode(vlm, results, runtime.cfg, progress)
+            for r in results:
                 done(page_record(r, strategy))
         finally:
             bar.close()

@@ -26,6 +26,8 @@ FIGURES = (("text_edit", "text edit", "delta"), ("layout_f1", "layout F1", "delt
            ("pages_per_s", "pages/s", "up"), ("p95_latency_s", "P95 latency s", "down"),
            ("accepted_per_step", "accepted/step", "up"),
            ("median_fork_depth", "oracle depth", "down"), ("median_reduction", "oracle reduction", "delta"))
+# (summary key, label) of figures shown as they are, no ratio: drafted tokens accepted at look-ahead depth 1, 2, ...
+LISTS = (("acceptance_by_depth", "accepted by depth"),)
 
 
 def _ratio(value, base, how: str) -> float | None:
@@ -105,6 +107,9 @@ def table(jobs: list[dict], rule_text: str | None) -> tuple[list[dict], list[str
             row.update({k: job["params"].get(k) for k in columns})
             row["strategy"] = job["summary"].get("strategy", job["params"].get("strategy"))
             row["baseline"] = described
+            for key, _ in LISTS:
+                if isinstance(job["summary"].get(key), list):
+                    row[key] = "/".join("-" if v is None else f"{v:.2f}" for v in job["summary"][key])
             for key, _, how in figures:
                 row[key] = job["summary"].get(key)
                 row[f"{key}_vs_baseline"] = _ratio(row[key], base.get(key), how) if base else None
@@ -123,13 +128,15 @@ def _fmt(value, how: str | None = None) -> str:
 
 
 def markdown(rows: list[dict], keys: list[str], figures: list[tuple]) -> str:
-    head = [*keys, "strategy", "baseline", *(label for _, label, _ in figures)]
+    lists = [(k, label) for k, label in LISTS if any(k in r for r in rows)]
+    head = [*keys, "strategy", "baseline", *(label for _, label, _ in figures), *(label for _, label in lists)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(r.get(k, "")) for k in [*keys, "strategy", "baseline"]]
         for key, _, how in figures:
             v, x = r.get(key), r.get(f"{key}_vs_baseline")
             cells.append(_fmt(v) + (f" ({_fmt(x, how)})" if x is not None else ""))
+        cells += [r.get(k, "") for k, _ in lists]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -76,6 +76,9 @@ class VLLMRuntime:
         return get_engine(serving_dir(vlm, self.model_path), self._cfg(strategy), len(vlm.prompt_ids(strategy.mode)))
 
     def check(self, vlm, strategy: Strategy) -> None:
+        if strategy.after_decode:
+            raise UserError(f"strategy {strategy.name!r} works on the pages after decoding (Strategy.after_decode), "
+                            "which the vLLM runtime does not run: use runtime=embedded")
         if drafting(strategy) and (why := draft_refusal(strategy, self.cfg)):
             raise UserError(why)
 

@@ -7,7 +7,7 @@ import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict, accept_greedy
 from treedec.engine.policy import Fork
@@ -16,6 +16,9 @@ from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.registry import Registry
 from treedec.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from treedec.engine.engine import PageResult
 
 ForkRule = Callable[[DecodingGraph, int, int, Tokenizer], list[Fork]]
 """(graph, stream, index of its new token, tokenizer) -> forks to start."""
@@ -65,6 +68,9 @@ class Strategy:
     drafter: Drafter | None = None
     acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
     prepare: Callable[..., dict[str, dict]] | None = None  # work before decoding (HSD stage 1): per-page figures
+    # work after decoding, before pages are recorded (crops: each region read from its own crop):
+    # (vlm, engine results as pages finish, engine config, progress) -> the results, extended
+    after_decode: Callable[..., Iterator[PageResult]] | None = None
 
     # --- the engine's Policy
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:

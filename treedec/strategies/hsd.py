@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treedec.data.synth import Sample
+from treedec.drafters.draft_noise import degrade
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
 from treedec.engine.draft import relaxed
@@ -58,10 +59,11 @@ class TwoStages:
         self.source, self.stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
         self.ocr = ocr_config(options.ocr)  # the pipeline drafter's config (None: its defaults)
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
+        self.noise = options.draft_noise
 
     def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
         grids = model_grids(vlm, samples, self.snap)
-        drafted = model_drafts(samples, self.source, self.cache_dir, grids, self.ocr)
+        drafted = model_drafts(samples, self.source, self.cache_dir, grids, self.ocr, self.noise)
         figures = {name: self.figures() for name in drafted}
         pages = self.refine(vlm, samples, drafted, grids, engine_cfg, progress, figures)
         self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
@@ -69,7 +71,8 @@ class TwoStages:
 
     def draft_pages(self, vlm, samples: list[Sample]) -> dict:
         """Every page's draft before stage 1: what a runtime without stage 1 verifies (vLLM)."""
-        return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap), self.ocr)
+        return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap), self.ocr,
+                            self.noise)
 
     def take(self, vlm, drafted: list[tuple[Sample, Page | None, Any]], engine_cfg, figures: dict[str, dict]) -> None:
         """Pages drafted elsewhere, `(sample, draft page or None, its DraftCost)` (drafting beside
@@ -77,7 +80,8 @@ class TwoStages:
         1, and on to the drafter, as `__call__` does for all pages at once; `figures` gets theirs."""
         samples = [s for s, p, _ in drafted if p is not None]
         grids = model_grids(vlm, samples, self.snap)
-        pages = {s.name: on_grid(p, grids[s.name]) if s.name in grids else p for s, p, _ in drafted if p is not None}
+        pages = {s.name: degrade(p, self.noise, s.name) for s, p, _ in drafted if p is not None}  # as model_drafts
+        pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
         for s, p, cost in drafted:
             if p is not None:
                 figures[s.name] = {**self.figures(), "draft_cpu_s": cost.cpu_s, "draft_wall_s": cost.wall_s}
@@ -120,10 +124,12 @@ class TwoStages:
         return {n: [p, drafted[n]] for n, p in pages.items()} if self.stage2_drafts == "both" else pages
 
 
-def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int], ocr=None) -> dict:
-    """Every sample's draft page (`_draft_pages`); a pipeline draft's boxes moved onto the
-    model's patch grid of its page, where `grids` (`model_grids`) has one."""
-    pages = _draft_pages(samples, source, cache_dir, ocr)
+def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int], ocr=None,
+                 noise: float = 0.0) -> dict:
+    """Every sample's draft page (`_draft_pages`), its content degraded at character rate
+    `noise` (`draft_noise.degrade`); a pipeline draft's boxes moved onto the model's patch
+    grid of its page, where `grids` (`model_grids`) has one."""
+    pages = {n: degrade(p, noise, n) for n, p in _draft_pages(samples, source, cache_dir, ocr).items()}
     if source == "pipeline":
         pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
@@ -193,6 +199,7 @@ class HSDOptions:
     draft_workers: int = 0  # pipeline drafts made in this many processes beside decoding (0: all before decoding)
     draft_ahead: int = 8  # with draft_workers: pages drafted ahead of the engine at most (back-pressure)
     ocr: dict | None = None  # the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
+    draft_noise: float = 0.0  # degraded drafts: content characters edited at this rate (treedec.drafters.draft_noise)
 
     def __post_init__(self):
         if self.drafts not in ("pipeline", "oracle"):
@@ -208,6 +215,8 @@ class HSDOptions:
         if self.draft_workers < 0 or self.draft_ahead < 1:
             raise UserError(f"strategy.draft_workers must be >= 0 and strategy.draft_ahead >= 1, "
                             f"got {self.draft_workers} and {self.draft_ahead}")
+        if not 0 <= self.draft_noise <= 1:
+            raise UserError(f"strategy.draft_noise must be a rate in [0, 1], got {self.draft_noise}")
         if self.layout not in ("ngram", "lines"):
             raise UserError(f"strategy.layout must be ngram or lines, got {self.layout!r}")
 
