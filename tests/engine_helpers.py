@@ -33,34 +33,42 @@ class ForcedTree(LogitsProcessor):
     with d the model's own choice among digits, then `<eos>` after `blocks` blocks. Flat
     mode (`fork=False`): `<CHILD>` instead of `<FORK>`, then the content. Content (after a
     `<CHILD>`): the model's own choice among letters, `<eos>`/next block after
-    `lengths[k]` tokens for block k."""
+    `lengths[k]` tokens for block k. `boxes` (one text per block, e.g. "[62,62,938,375]"):
+    block k's box written as given instead of `d d d`, so the output parses as a page. `tok`:
+    the model's tokenizer (a VLM's has other ids than `TOK`)."""
 
-    def __init__(self, prompt_len: int, blocks: int, lengths: list[int], fork: bool = True):
+    def __init__(self, prompt_len: int, blocks: int, lengths: list[int], fork: bool = True,
+                 boxes: list[str] | None = None, tok: Tokenizer = TOK):
         self.prompt_len, self.blocks, self.lengths, self.fork = prompt_len, blocks, lengths, fork
-        v = TOK.vocab
+        self.tok, self.any = tok, list(range(len(tok)))
+        v = tok.vocab
         self.digits = [v[c] for c in "0123456789"]
         self.letters = [v[c] for c in "abcdefghij"]
         self.cat = v["<|text_block|>"]
+        self.boxes = [[[t] for t in tok.encode(b)] for b in boxes] if boxes else None
 
     def _plan(self, gen: list[int]) -> list[int] | None:
         """The tokens allowed next, given the generated part of the visible context."""
-        if TOK.child_id in gen:  # inside content (a branch, or flat form's current block)
-            k = sum(1 for t in gen if t == TOK.block_id) - 1
+        if self.tok.child_id in gen:  # inside content (a branch, or flat form's current block)
+            k = sum(1 for t in gen if t == self.tok.block_id) - 1
             if not 0 <= k < len(self.lengths):
-                return ANY  # off-plan context (a rejected draft node): anything goes
-            since = len(gen) - 1 - max(i for i, t in enumerate(gen) if t == TOK.child_id)
+                return self.any  # off-plan context (a rejected draft node): anything goes
+            since = len(gen) - 1 - max(i for i, t in enumerate(gen) if t == self.tok.child_id)
             if since < self.lengths[k]:
                 return self.letters
             if self.fork:
-                return [TOK.eos_id]
+                return [self.tok.eos_id]
             # flat form: the block is complete, continue with the next block's layout
-        blocks_done = sum(1 for t in gen if t == TOK.block_id)
-        last_block = max((i for i, t in enumerate(gen) if t == TOK.block_id), default=None)
-        if last_block is None or (TOK.fork_id if self.fork else TOK.child_id) in gen[last_block:]:
-            return [TOK.block_id] if blocks_done < self.blocks else [TOK.eos_id]
-        plan = [[self.cat], self.digits, self.digits, self.digits, [TOK.fork_id if self.fork else TOK.child_id]]
+        blocks_done = sum(1 for t in gen if t == self.tok.block_id)
+        last_block = max((i for i, t in enumerate(gen) if t == self.tok.block_id), default=None)
+        if last_block is None or (self.tok.fork_id if self.fork else self.tok.child_id) in gen[last_block:]:
+            return [self.tok.block_id] if blocks_done < self.blocks else [self.tok.eos_id]
+        if self.boxes and blocks_done > len(self.boxes):
+            return self.any  # off-plan: a rejected draft node's extra block
+        box = self.boxes[blocks_done - 1] if self.boxes else [self.digits] * 3
+        plan = [[self.cat], *box, [self.tok.fork_id if self.fork else self.tok.child_id]]
         j = len(gen) - last_block
-        return plan[j - 1] if j <= len(plan) else ANY
+        return plan[j - 1] if j <= len(plan) else self.any
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         out = torch.full_like(scores, float("-inf"))

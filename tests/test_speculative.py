@@ -12,9 +12,13 @@ from treedec.strategies.base import STRATEGIES
 from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
 
 
+ALPHABET = [TOK.vocab[c] for c in "0123456789abcdefghij"]  # what `ForcedTree` lets a model choose from
+
+
 class ReferenceDrafter:
     """Drafts from a reference run's streams: `quality` = 'perfect' (the true next
-    tokens), 'junk' (random tokens), or 'tree' (the truth among junk siblings, at every depth)."""
+    tokens), 'junk' (three chains of random tokens of the alphabet the streams are written
+    in, so right now and then by chance), or 'tree' (the truth among junk siblings, at every depth)."""
 
     def __init__(self, reference, quality: str, k: int = 5, seed: int = 0):
         self.ref, self.quality, self.k = reference, quality, k
@@ -23,9 +27,11 @@ class ReferenceDrafter:
     def propose(self, graph, sid, sample, state=None):
         s = graph[sid]
         truth = self.ref[sid].tokens[len(s.tokens): len(s.tokens) + self.k] if sid < len(self.ref) else []
-        junk = lambda: self.rng.randrange(len(TOK))  # noqa: E731
-        if self.quality == "junk":
-            return DraftTree.chain([junk() for _ in range(self.k)])
+        junk = lambda: self.rng.choice(ALPHABET)  # noqa: E731
+        if self.quality == "junk":  # three random chains side by side
+            chains = [DraftTree.chain([junk() for _ in range(self.k)]) for _ in range(3)]
+            return DraftTree([t for c in chains for t in c.tokens],
+                             [p + i * self.k if p >= 0 else -1 for i, c in enumerate(chains) for p in c.parents])
         if self.quality == "perfect":  # the true tokens, then one wrong (cut where the stream ends)
             return DraftTree.chain(truth + [(truth[-1] + 1) % len(TOK)]) if truth else None
         tokens, parents, parent = [], [], -1
@@ -59,11 +65,11 @@ def test_speculation_is_lossless(name, quality):
         drafter = ReferenceDrafter(ref.graph.streams, quality)
         [spec] = _decode(model, STRATEGIES.get(name)(TOK), [prompts[int(ref.name[1:])]], procs, drafter)
         assert [s.tokens for s in spec.graph.streams] == [s.tokens for s in ref.graph.streams]
-        assert spec.drafted > spec.accepted  # drafts rejected
+        assert spec.accepted > 0 and spec.drafted > spec.accepted  # drafts accepted and rejected
         if quality == "junk":  # a junk token is accepted only where it happens to be right
-            assert spec.steps <= ref.steps and spec.accepted <= 0.05 * spec.drafted
+            assert spec.steps <= ref.steps and spec.accepted <= 0.2 * spec.drafted
         else:
-            assert spec.steps < ref.steps and spec.accepted > 0
+            assert spec.steps < ref.steps
 
 
 def test_unconstrained_model_with_junk_drafts_matches():

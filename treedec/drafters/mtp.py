@@ -1,6 +1,8 @@
 """HPD's P-MTP drafts: per stream, a K-token chain from the MTP head (`treedec.models.mtp_head`)
-run on the stream's hidden state (`StreamState.hidden`) and its last token. A stream
-without a hidden state yet (a branch before its first forward) proposes nothing.
+run on the stream's hidden state (`StreamState.hidden`) and its last token (with `top` > 1,
+the head's `top` likeliest first tokens side by side, each continued greedily: a draft
+tree, treedec's option). A stream without a hidden state yet (a branch before its first
+forward) proposes nothing.
 
 The head is bound to the base model before decoding (`bind`, the strategy's `prepare`):
 from `head` (a folder), else from `mtp/` beside the model's checkpoint."""
@@ -24,10 +26,12 @@ def default_head_dir(vlm) -> Path | None:
 class MTPDrafter:
     wants_hidden = True
 
-    def __init__(self, k: int = 6, head: str | None = None, eos_id: int | None = None):
+    def __init__(self, k: int = 6, head: str | None = None, eos_id: int | None = None, top: int = 1):
         if k < 1:
             raise UserError(f"strategy.k (MTP look-ahead depth) must be at least 1, got {k}")
-        self.k, self.head_dir, self.eos_id = k, head, eos_id
+        if top < 1:
+            raise UserError(f"strategy.top (MTP first-token alternatives) must be at least 1, got {top}")
+        self.k, self.head_dir, self.eos_id, self.top = k, head, eos_id, top
         self.model: MTPDraftModel | None = None
 
     def bind(self, vlm) -> None:
@@ -48,7 +52,10 @@ class MTPDrafter:
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         if self.model is None or state is None or state.hidden is None:
             return None
-        chain = self.model.chain(state.hidden, graph[sid].tokens[-1], self.k)
-        if self.eos_id in chain:  # nothing follows an end
-            chain = chain[:chain.index(self.eos_id) + 1]
-        return DraftTree.chain(chain)
+        tokens, parents = [], []
+        for chain in self.model.chains(state.hidden, graph[sid].tokens[-1], self.k, self.top):
+            if self.eos_id in chain:  # nothing follows an end
+                chain = chain[:chain.index(self.eos_id) + 1]
+            parents += [-1] + list(range(len(tokens), len(tokens) + len(chain) - 1))
+            tokens += chain
+        return DraftTree(tokens, parents)

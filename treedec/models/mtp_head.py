@@ -84,15 +84,22 @@ class MTPDraftModel:
     @torch.inference_mode()
     def chain(self, hidden: torch.Tensor, last: int, k: int | None = None) -> list[int]:
         """The k tokens after `last` (the token the base model chose from `hidden` [H])."""
+        return self.chains(hidden, last, k)[0]
+
+    @torch.inference_mode()
+    def chains(self, hidden: torch.Tensor, last: int, k: int | None = None, top: int = 1) -> list[list[int]]:
+        """`top` chains of k tokens after `last`: the head's `top` likeliest first tokens, each
+        continued greedily (top=1: HPD's single chain)."""
         dtype = self.lm_head.weight.dtype
-        h = hidden.to(dtype)[None]
-        prev = torch.tensor([last])
-        out = []
-        for _ in range(k or self.head.cfg.k):
+        h, y = self.head(hidden.to(dtype)[None], self.embed(torch.tensor([last])).to(dtype))
+        prev = self.lm_head(y)[0].topk(top).indices  # [top]
+        h = h.expand(top, -1)
+        out = [prev]
+        for _ in range((k or self.head.cfg.k) - 1):
             h, y = self.head(h, self.embed(prev).to(dtype))
             prev = self.lm_head(y).argmax(-1)
-            out.append(int(prev[0]))
-        return out
+            out.append(prev)
+        return torch.stack(out, 1).tolist()
 
 
 def save_head(head: MTPHead, directory: str | Path, base: str, extra: dict | None = None) -> Path:

@@ -30,6 +30,10 @@ def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
 
     name = repr(strategy.name)
     see = "run it with runtime=embedded (see treedec/runtimes/README.md)"
+    if strategy.wants_hidden:  # MTP (mtp, hpd, padoc_hsd mtp=true): the head reads the base model's hidden states
+        return (f"strategy {name} drafts with an MTP head on the base model's hidden states, and vLLM's custom "
+                f"proposer receives token ids only (custom_class: propose(sampled_token_ids, num_tokens_no_spec, "
+                f"token_ids_cpu)): {see}")
     if not isinstance(_page_drafter(strategy), PageDraftDrafter) or not hasattr(strategy.prepare, "draft_pages"):
         return (f"strategy {name} drafts with {type(strategy.drafter).__name__}, which has no vLLM proposer (only "
                 f"HSD's page drafts have, served as linear chains): {see}")

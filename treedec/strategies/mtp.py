@@ -10,19 +10,22 @@ from treedec.strategies.speculation import add_drafter, fork_base
 from treedec.tokenizer import Tokenizer
 
 
-def with_mtp(strategy: Strategy, k: int, head: str | None) -> Strategy:
-    drafter = MTPDrafter(k, head, strategy.tokenizer.eos_id)
+def with_mtp(strategy: Strategy, k: int, head: str | None, top: int = 1) -> Strategy:
+    drafter = MTPDrafter(k, head, strategy.tokenizer.eos_id, top)
     return add_drafter(strategy, drafter, prepare=drafter)
 
 
 @STRATEGIES.register("mtp")
-def mtp(tokenizer: Tokenizer, *, base: str = "sequential", k: int = 6, head: str | None = None) -> Strategy:
+def mtp(tokenizer: Tokenizer, *, base: str = "sequential", k: int = 6, head: str | None = None, top: int = 1
+        ) -> Strategy:
     """`base` (sequential by default) with a K-token MTP chain per stream and step; `head`:
-    the head's folder (null: `mtp/` beside the model's checkpoint)."""
-    return with_mtp(fork_base(tokenizer, base, "mtp"), k, head)
+    the head's folder (null: `mtp/` beside the model's checkpoint); `top` > 1: that many
+    chains from the head's likeliest first tokens (a draft tree)."""
+    return with_mtp(fork_base(tokenizer, base, "mtp"), k, head, top)
 
 
 @STRATEGIES.register("hpd")
-def hpd(tokenizer: Tokenizer, *, base: str = "padoc", k: int = 6, head: str | None = None) -> Strategy:
-    """HPD-Parsing: PaDoc's fork protocol with MTP drafts in every branch."""
-    return with_mtp(fork_base(tokenizer, base, "hpd"), k, head)
+def hpd(tokenizer: Tokenizer, *, base: str = "padoc", k: int = 6, head: str | None = None, top: int = 1
+        ) -> Strategy:
+    """HPD-Parsing: PaDoc's fork protocol with MTP drafts in every branch (`mtp`'s options)."""
+    return with_mtp(fork_base(tokenizer, base, "hpd"), k, head, top)
