@@ -8,7 +8,10 @@ is cut from the page (`stage1_crop`, HSD's stage-1 crop: on the model's patch gr
 has one) and read in prompt mode `crop`; the crops of the pages decoded so far run as one
 batch. Each reading is spliced into the page as a branch of its region's `<FORK>`, so the
 page reads as any tree decode's (flat text, streams, timeline), and its critical path is
-the layout's steps plus its longest crop's (the crops of a page run in parallel).
+the layout's steps plus its longest crop's (the crops of a page run in parallel). A page's
+latency runs to its last crop's reading; the run's `forward_passes` counts the layout
+engine's passes only (the crops run on engines of their own). Embedded runtime only: the
+vLLM runtime refuses it in one line.
 """
 from __future__ import annotations
 
