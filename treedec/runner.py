@@ -115,8 +115,13 @@ class EmbeddedRuntime:
     def notes(self, strategy: Strategy) -> list[str]:
         return []
 
-    def prepare(self, vlm, strategy: Strategy, samples, progress: bool) -> dict[str, dict]:
-        return strategy.prepare(vlm, samples, self.cfg, progress) if strategy.prepare else {}
+    def prepare(self, vlm, strategy: Strategy, samples, progress: bool, clock: phases.PhaseClock
+                ) -> tuple[dict[str, dict], Iterable[Sample]]:
+        stream = getattr(strategy.prepare, "stream", None)
+        if stream is not None:  # drafting beside decoding: pages reach the engine as they are drafted,
+            figures: dict[str, dict] = {}  # each page's figures added as it is (a generator: nothing runs here)
+            return figures, stream(vlm, samples, self.cfg, figures, clock)
+        return (strategy.prepare(vlm, samples, self.cfg, progress) if strategy.prepare else {}), samples
 
     def prompt(self, vlm, strategy: Strategy, sample: Sample):
         return vlm.prompt(sample.image, strategy.mode)
@@ -199,15 +204,8 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "R
     # timed as their own phases, not as "decode"
     with clock.phase("decode"):
         total = len(samples) if hasattr(samples, "__len__") else None
-        # drafting beside decoding (strategy.draft_workers > 0) feeds the embedded engine as pages
-        # are drafted; the vLLM runtime's proposer reads a draft store filled before decoding
-        stream = getattr(strategy.prepare, "stream", None) if runtime.name == "embedded" else None
-        if stream is not None:  # each page's figures arrive as it is drafted
-            before: dict[str, dict] = {}
-            samples = stream(vlm, samples, runtime.cfg, before, clock)
-        else:
-            with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
-                before = runtime.prepare(vlm, strategy, samples, progress)
+        with clock.phase("draft"):  # a run inside (stage 1) is timed as the phase "stage1"
+            before, samples = runtime.prepare(vlm, strategy, samples, progress, clock)
         desc = strategy.name if runtime.name == "embedded" else f"{strategy.name} ({runtime.name})"
         bar = tqdm(total=total, desc=desc, unit="page", disable=not progress, smoothing=0.1)
 

@@ -35,8 +35,10 @@ class Runtime(Protocol):
         """Where this runtime runs `strategy` differently from the embedded engine (pages are
         the same; steps or drafts may not be), one line each."""
 
-    def prepare(self, vlm, strategy, samples: list, progress: bool) -> dict[str, dict]:
-        """The work before decoding (drafting, HSD stage 1): per-page figures."""
+    def prepare(self, vlm, strategy, samples: Iterable, progress: bool, clock) -> tuple[dict[str, dict], Iterable]:
+        """The work before decoding (drafting, HSD stage 1): per-page figures, and the samples
+        to decode (a strategy drafting beside decoding gives them as they are drafted, the
+        figures filled meanwhile; `clock`: the run's `treedec.phases.PhaseClock`)."""
 
     def prompt(self, vlm, strategy, sample) -> Any:
         """What `decode` takes for one readable page."""

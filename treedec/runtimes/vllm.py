@@ -85,9 +85,12 @@ class VLLMRuntime:
     def notes(self, strategy: Strategy) -> list[str]:
         return draft_notes(strategy)
 
-    def prepare(self, vlm, strategy: Strategy, samples: list, progress: bool) -> dict[str, dict]:
-        """Drafting strategies: the pages' drafts written to the engine's draft store (no stage 1)."""
-        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples) if drafting(strategy) else {}
+    def prepare(self, vlm, strategy: Strategy, samples: list, progress: bool, clock) -> tuple[dict[str, dict], list]:
+        """Drafting strategies: every page's drafts written to the engine's draft store before
+        decoding (no stage 1; vLLM's proposer reads the store, so no drafting beside decoding)."""
+        if not drafting(strategy):
+            return {}, samples
+        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples), samples
 
     def prompt(self, vlm, strategy: Strategy, sample) -> Any:
         return sample.image  # vLLM's processor builds the pixels (the same as the embedded engine's)

@@ -80,8 +80,7 @@ class TwoStages:
         1, and on to the drafter, as `__call__` does for all pages at once; `figures` gets theirs."""
         samples = [s for s, p, _ in drafted if p is not None]
         grids = model_grids(vlm, samples, self.snap)
-        pages = {s.name: degrade(p, self.noise, s.name) for s, p, _ in drafted if p is not None}  # as model_drafts
-        pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
+        pages = fitted({s.name: p for s, p, _ in drafted if p is not None}, "pipeline", grids, self.noise)
         for s, p, cost in drafted:
             if p is not None:
                 figures[s.name] = {**self.figures(), "draft_cpu_s": cost.cpu_s, "draft_wall_s": cost.wall_s}
@@ -129,7 +128,13 @@ def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grid
     """Every sample's draft page (`_draft_pages`), its content degraded at character rate
     `noise` (`draft_noise.degrade`); a pipeline draft's boxes moved onto the model's patch
     grid of its page, where `grids` (`model_grids`) has one."""
-    pages = {n: degrade(p, noise, n) for n, p in _draft_pages(samples, source, cache_dir, ocr).items()}
+    return fitted(_draft_pages(samples, source, cache_dir, ocr), source, grids, noise)
+
+
+def fitted(pages: dict, source: str, grids: dict[str, int], noise: float) -> dict:
+    """Draft pages (by name) as stage 2 and stage 1 read them: content degraded at rate
+    `noise`, a pipeline draft's boxes moved onto its page's model grid where `grids` has one."""
+    pages = {n: degrade(p, noise, n) for n, p in pages.items()}
     if source == "pipeline":
         pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
