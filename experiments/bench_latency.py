@@ -64,10 +64,12 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint folder; default the shipped model; 'random' for a smoke run")
     ap.add_argument("--pages", type=int, default=128)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
-    ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc", "hsd", "padoc_hsd"],
+    ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc", "table_rows", "crops", "mtp", "hpd", "hsd",
+                                                        "padoc_hsd:draft_workers=2"],
                     help="strategy names, optionally with options: name:key=value,... (as bench_engine.py)")
     ap.add_argument("--max-new-tokens", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=1_000_000)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--out", default="runs/bench_latency")
     args = ap.parse_args()
 
@@ -75,17 +77,17 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from bench_engine import _strategy_cfg
-    from treedec.commands.run import charge_io
+    from treedec.commands.run import charge_write
     from treedec.data.synth import SynthConfig, generate_page
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import VLMSpec
     from treedec.report import write_report
     from treedec.runner import parse_pages
-    from treedec.speed import measure_levels, page_latencies
+    from treedec.speed import level_row, measure_levels, page_latencies
     from treedec.strategies.base import build_strategy
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     vlm = load_vlm(OmegaConf.create({"name": "random" if args.model == "random" else "tiny",
                                      "path": None if args.model in (None, "random") else args.model,
                                      "spec": OmegaConf.structured(VLMSpec)}))
@@ -97,7 +99,8 @@ def main() -> None:
     def decode(i: int, level: int, progress: bool):
         strategy = build_strategy(specs[i][0], vlm.tokenizer)
         ecfg = EngineConfig(max_pages=level, max_new_tokens=args.max_new_tokens, **specs[i][1])
-        res = charge_io(parse_pages(vlm, strategy, samples, ecfg, progress=False), load_s)
+        res = charge_write(parse_pages(vlm, strategy, samples, ecfg, progress=False))  # cold drafts
+        res.charge("load", load_s)  # every run loads its pages: each page waits for it
         res.strategy = args.strategies[i]
         return res
 
@@ -108,16 +111,16 @@ def main() -> None:
         for res in runs:
             e2e, dec = page_latencies(res)
             lat = {"e2e": e2e, "decode": dec}
-            rows.append({"concurrency": level, "strategy": res.strategy, "pages": len(res.records),
-                         "pages_per_s": len(res.records) / res.wall_s, "drafts": res.drafts,
+            # the run's speed figures (steps, rows per step, pages/s, phases per page: what
+            # experiments/cost_model.py reads), then the latency quantiles
+            rows.append({**level_row(res, level), "drafts": res.drafts,
                          **{f"p{q}_{k}_s": float(np.percentile(v, q)) if v else None
-                            for k, v in lat.items() for q in QUANTILES},
-                         "phases_s": {k: round(v, 4) for k, v in res.phases.items()}})
+                            for k, v in lat.items() for q in QUANTILES}})
     bench_s = time.perf_counter() - t0
-    print(f"{'conc':>5} {'strategy':<24} {'pages/s':>8} " + " ".join(f"{'P' + str(q) + ' e2e':>9}" for q in QUANTILES)
+    print(f"{'conc':>5} {'strategy':<32} {'steps':>6} {'pages/s':>8} " + " ".join(f"{'P' + str(q) + ' e2e':>9}" for q in QUANTILES)
           + " " + " ".join(f"{'P' + str(q) + ' dec':>9}" for q in QUANTILES))
     for r in rows:
-        print(f"{r['concurrency']:>5} {r['strategy']:<24} {r['pages_per_s']:>8.3f} "
+        print(f"{r['concurrency']:>5} {r['strategy']:<32} {r['median_steps']:>6.1f} {r['pages_per_s']:>8.3f} "
               + " ".join(f"{r[f'p{q}_e2e_s']:>9.2f}" for q in QUANTILES) + " "
               + " ".join(f"{r[f'p{q}_decode_s']:>9.2f}" for q in QUANTILES))
     print(f"benchmark time {bench_s:.0f} s")

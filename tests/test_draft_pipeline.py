@@ -136,6 +136,16 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
     assert sum(r.drafted - r.accepted for r in beside.records) > 0
     assert beside.phases["draft"] > 0 and beside.phases["stage1"] > 0
     assert abs(sum(beside.phases.values()) - beside.wall_s) < 1e-3 * beside.wall_s + 1e-3
+    # latency: drafting first is waited for by every page; beside decoding, a page waits for its
+    # own draft only (in its queueing), and no page waits longer than the run lasted
+    from treedec.speed import page_latencies
+
+    assert first.before_s >= 0.9 * (first.phases["draft"] + first.phases["stage1"])
+    assert beside.before_s < 0.1 * beside.phases["draft"]
+    for run in (first, beside):
+        e2e, dec = page_latencies(run)
+        assert len(e2e) == len(samples) and max(e2e) <= run.wall_s + 1e-3
+        assert all(e > d > 0 for e, d in zip(e2e, dec))
 
 
 def test_drafter_options_and_workers_from_the_strategy_config():

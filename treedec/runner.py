@@ -75,12 +75,19 @@ class RunResult:
     drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
     runtime: str = "embedded"
     notes: list[str] = field(default_factory=list)  # where the runtime ran the strategy differently (Runtime.notes)
+    # seconds every page waited before decoding took pages: the run's work before the runtime's
+    # decoding started (drafting or stage 1 done for all pages first) and shared loading
+    # charged from outside; drafting beside decoding is not in it (a page's queue_s holds its wait)
+    before_s: float = 0.0
 
     def charge(self, phase: str, seconds: float) -> None:
         """Add time spent on this run's behalf elsewhere (loading the shared pages, writing
-        outputs) to its wall time and phases."""
+        outputs) to its wall time and phases; loading, done before the run, is waited for by
+        every page (`before_s`)."""
         self.wall_s += seconds
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+        if phase == "load":
+            self.before_s += seconds
 
 
 @dataclass
@@ -166,13 +173,13 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], engine_
             _decode(vlm, strategy, [first], runtime, False)
         warmup_s = time.perf_counter() - t
     with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
-        records, names, wall = _decode(vlm, strategy, samples, runtime, progress, clock, on_record)
+        records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record)
     given = getattr(strategy.prepare, "cache_dir", None)
     drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
         "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes,
                      runtime.figures(), {} if nested else dict(clock.totals), warmup_s, drafts, runtime.name,
-                     runtime.notes(strategy))
+                     runtime.notes(strategy), before_s)
 
 
 def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:
@@ -190,9 +197,9 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
 
 def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "Runtime", progress: bool,
             clock: phases.PhaseClock | None = None, on_record: Callable[["PageRecord"], None] | None = None
-            ) -> tuple[dict[str, "PageRecord"], list[str], float]:
-    """Records (by name), names in input order, and the wall time of the whole (taken before
-    the locals are torn down)."""
+            ) -> tuple[dict[str, "PageRecord"], list[str], float, float]:
+    """Records (by name), names in input order, the wall time of the whole (taken before
+    the locals are torn down) and the seconds before the runtime started decoding."""
     from tqdm import tqdm
 
     clock = clock or phases.PhaseClock()
@@ -220,6 +227,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "R
                     on_record(rec)
 
         items = readable_items(samples, lambda s: runtime.prompt(vlm, strategy, s), names, done, clock)
+        started = time.perf_counter()  # pages are submitted now: what came before, every page waited for
         try:
             results = runtime.decode(vlm, strategy, items)
             if strategy.after_decode:  # work after decoding (crops: the regions read from their crops)
@@ -228,7 +236,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: "R
                 done(page_record(r, strategy))
         finally:
             bar.close()
-    return records, names, time.perf_counter() - t0
+    return records, names, time.perf_counter() - t0, started - t0
 
 
 def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None],

@@ -18,9 +18,11 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
     """Steps, tokens per step, throughput and latency of one run (decoded pages only), end
     to end: `wall_s` holds every phase of the run (`phases_s`: load, draft, stage 1,
     decode, write), so pages/s counts them all. A page's latency (`*_latency_s`) is what
-    it waits for before its output exists: the phases before decoding (load, draft,
-    stage 1: today's runtimes do them for all pages first), its queueing and decoding, and
-    its share of writing; `*_decode_latency_s` is the decoding alone (admission to finish)."""
+    it waits for before its output exists, every page submitted at the run's start: the
+    work done for all pages before decoding (`RunResult.before_s`: loading, and drafting and
+    stage 1 where they run first), its queueing (with drafting beside decoding: waiting for
+    its draft) and decoding, and its share of writing; `*_decode_latency_s` is the decoding
+    alone (admission to finish)."""
     recs = [r for r in res.records if r.steps]
     steps = [r.steps for r in recs]
     lat, decode = page_latencies(res)
@@ -54,7 +56,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
 def page_latencies(res: RunResult) -> tuple[list[float], list[float]]:
     """Per decoded page: end-to-end latency (see `speed_figures`) and the decoding alone."""
     recs = [r for r in res.records if r.steps]
-    before = sum(res.phases.get(p, 0.0) for p in ("load", "draft", "stage1"))
+    before = res.before_s
     write = res.phases.get("write", 0.0) / len(res.records) if res.records else 0.0
     return [before + r.queue_s + r.latency_s + write for r in recs], [r.latency_s for r in recs]
 

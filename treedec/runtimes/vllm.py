@@ -158,4 +158,5 @@ def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_path, progres
                                       for i, shard in enumerate(shards) if shard])
     by_name = {r.name: r for part in parts for r in part.records}
     return RunResult(strategy.name, [by_name[s.name] for s in samples], max(p.wall_s for p in parts),
-                     sum(p.forward_passes for p in parts), runtime="vllm", notes=VLLMRuntime(cfg).notes(strategy))
+                     sum(p.forward_passes for p in parts), runtime="vllm", notes=VLLMRuntime(cfg).notes(strategy),
+                     before_s=max(p.before_s for p in parts))  # ranks start together: the slowest one's
