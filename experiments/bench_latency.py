@@ -34,25 +34,33 @@ QUANTILES = (50, 95, 99)
 
 
 def plot(rows: list[dict], path: Path) -> Path:
+    """Three panels against pages in flight: pages/s, latency end to end, decoding alone; one
+    colour per strategy, solid P50 / dashed P95 / dotted P99."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
-    for ax, kind in zip(axes, ("e2e", "decode")):
-        for name in dict.fromkeys(r["strategy"] for r in rows):
-            mine = [r for r in rows if r["strategy"] == name]
-            xs = [r["concurrency"] for r in mine]
+    names = list(dict.fromkeys(r["strategy"] for r in rows))
+    colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharex=True)
+    for name in names:
+        mine = sorted((r for r in rows if r["strategy"] == name), key=lambda r: r["concurrency"])
+        xs = [r["concurrency"] for r in mine]
+        axes[0].plot(xs, [r["pages_per_s"] for r in mine], marker="o", color=colours[name], label=name)
+        for ax, kind in zip(axes[1:], ("e2e", "decode")):
             for q, ls in zip(QUANTILES, ("-", "--", ":")):
-                ax.plot(xs, [r[f"p{q}_{kind}_s"] for r in mine], ls=ls, marker="o",
-                        label=f"{name} P{q}" if kind == "e2e" else None)
-        ax.set_xscale("log", base=2)
+                ax.plot(xs, [r[f"p{q}_{kind}_s"] for r in mine], ls=ls, marker="o", ms=3, color=colours[name])
+    axes[0].set_ylabel("pages/s (end to end)")
+    axes[0].set_title("throughput", fontsize=9)
+    axes[0].legend(fontsize=7)
+    for ax, title in zip(axes[1:], ("latency end to end (all pages submitted at once)", "latency of decoding alone")):
         ax.set_yscale("log")
+        ax.set_ylabel("seconds per page (solid P50, dashed P95, dotted P99)")
+        ax.set_title(title, fontsize=9)
+    for ax in axes:
+        ax.set_xscale("log", base=2)
         ax.set_xlabel("pages in flight")
-        ax.set_ylabel("seconds per page")
-        ax.set_title("end to end (all pages submitted at once)" if kind == "e2e" else "decoding alone", fontsize=9)
-    axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -70,8 +78,13 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument("--replot", action="store_true", help="only redraw bench_latency.png from --out's bench_latency.json")
     ap.add_argument("--out", default="runs/bench_latency")
     args = ap.parse_args()
+    if args.replot:
+        print(plot(json.loads((Path(args.out) / "bench_latency.json").read_text())["rows"],
+                   Path(args.out) / "bench_latency.png"))
+        return
 
     import torch
     from omegaconf import OmegaConf

@@ -4,10 +4,11 @@ Measured here: one engine step's time (`CausalLMAdapter.step` on a KV arena, pag
 attention as the engine runs it) for random-weight models of the shipped architecture
 (Llama text decoder of the tiny Idefics3, head_dim 64, MLP 4x) scaled to about 5M, 50M,
 300M and 1B parameters, as a function of the rows in the step and the KV length per page.
-Measured elsewhere, read from a benchmark's JSON (`experiments/bench_engine.py --out DIR`
+Measured elsewhere, read from a benchmark's JSON (`experiments/bench_latency.py` or `bench_engine.py`
 on the trained model, cold drafts): per strategy the median critical-path steps per page,
 the rows a page puts in a step (`rows_per_step`: streams + draft nodes) and the drafting
-seconds per page (`phases_per_page_s`: draft; stage 1 is model steps, already in the steps).
+seconds per page (drafted in worker processes: their CPU seconds, `draft_cpu_s`; drafted
+first: `phases_per_page_s` draft; stage 1 is model steps, already in the steps).
 
 Projection, per strategy s and model size m, C pages in flight:
     step(m, rows, kv)  interpolated from the measured grid (linear in rows and kv)
@@ -21,7 +22,7 @@ forward per page, small against its steps), and the same hardware and threads as
 The break-even size is the smallest measured size at which a strategy's projected pages/s
 beats the reference strategy's (default padoc).
 
-    python experiments/cost_model.py --bench runs/bench_hsd/bench_engine.json [--sizes 5M 50M 300M 1B]
+    python experiments/cost_model.py --bench runs/bench_latency/bench_latency.json [more.json ...] [--sizes 5M 50M 300M 1B]
         [--rows 16 64 256] [--kv 300 1000] [--concurrency 16] [--out runs/cost_model]
 
 Writes cost_model.json, cost_model.png and prints the table. About 1 minute per size up
@@ -111,25 +112,31 @@ def interp(grid: dict, rows: float, kv: float) -> float:
     return ((1 - fr) * ((1 - fk) * at(r0, k0) + fk * at(r0, k1)) + fr * ((1 - fk) * at(r1, k0) + fk * at(r1, k1)))
 
 
-def strategies_from(bench: Path, concurrency: int | None) -> dict[str, dict]:
-    """Per strategy: steps, rows per step, draft s per page, from a bench_engine.json (one level)."""
-    rows = json.loads(bench.read_text())["rows"]
+def strategies_from(benches: list[Path], concurrency: int | None) -> dict[str, dict]:
+    """Per strategy: steps, rows per step, draft s per page, from bench_engine.json or
+    bench_latency.json files (one level; a strategy in several files: the first file's)."""
+    rows = [r for bench in benches for r in json.loads(bench.read_text())["rows"]]
     level = concurrency or max(r["concurrency"] for r in rows)
     out = {}
     for r in rows:
-        if r["concurrency"] == level:
+        if r["concurrency"] == level and r["strategy"] not in out:
             ph = r.get("phases_per_page_s") or {}
+            # drafting's cost per page: where pages were drafted in worker processes, the workers'
+            # CPU seconds (the run's phase "draft" is then only the engine's wait); else the phase
+            cpu = r.get("draft_cpu_s")
             out[r["strategy"]] = {"steps": r["median_steps"], "rows_per_step": r.get("rows_per_step") or 1.0,
-                                  "draft_s": ph.get("draft", 0.0), "measured_pages_per_s": r.get("pages_per_s"),
-                                  "concurrency": level}
+                                  "draft_s": cpu / r["pages"] if cpu else ph.get("draft", 0.0),
+                                  "draft_s_from": "worker CPU s" if cpu else "phase draft",
+                                  "measured_pages_per_s": r.get("pages_per_s"), "concurrency": level}
     if not out:
-        raise SystemExit(f"{bench}: no rows at concurrency {level}")
+        raise SystemExit(f"{' '.join(map(str, benches))}: no rows at concurrency {level}")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", type=Path, required=True, help="bench_engine.json with the strategies' measured figures")
+    ap.add_argument("--bench", type=Path, nargs="+", required=True,
+                    help="bench_engine.json / bench_latency.json files with the strategies' measured figures")
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), help=f"of {list(SIZES)} or HIDDENxLAYERS")
     ap.add_argument("--rows", type=int, nargs="+", default=[16, 64, 256], help="rows per step measured")
     ap.add_argument("--kv", type=int, nargs="+", default=[300, 1000], help="KV slots per page measured")

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from treedec.drafters.mtp import MTPDrafter
+from treedec.engine.draft import DraftTree
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, capture_hidden
@@ -34,6 +35,9 @@ class SeededChains:
 
     def chains(self, hidden, last, k, top=1):
         return [self.chain(hidden, last, k)]
+
+    def chains_many(self, hidden, last, k, top=1):
+        return [self.chains(h, t, k, top) for h, t in zip(hidden, last)]
 
     def chain(self, hidden, last, k):
         d = (self.keys - hidden.float()).abs().amax(-1)
@@ -129,6 +133,46 @@ def test_top_chains_start_from_the_heads_likeliest_first_tokens():
     g.root([1, 5])
     tree = drafter.propose(g, 0, None, StreamState(h))
     assert tree.parents == [-1, 0, 1, -1, 3, 4, -1, 6, 7] and tree.tokens == [t for c in three for t in c]
+
+
+@pytest.mark.parametrize("top", [1, 2])
+def test_a_steps_streams_are_drafted_in_one_batch_as_one_at_a_time(top):
+    """The engine asks for every stream of a step at once (`draft_many`); the head's batched
+    chains equal its chains stream by stream, and through FirstOf a drafter that does not
+    batch is asked one stream at a time for what the first proposed nothing for."""
+    from treedec.engine.draft import StreamState
+    from treedec.engine.draft_fallback import FirstOf
+    from treedec.graph import DecodingGraph
+
+    model = tiny_llama(12)
+    torch.manual_seed(1)
+    dm = MTPDraftModel.of(MTPHead(MTPConfig(hidden=64, k=4)), model)
+    hs, last = torch.randn(5, 64), [5, 9, 5, 11, 7]
+    assert dm.chains_many(hs, last, 4, top) == [dm.chains(h, t, 4, top) for h, t in zip(hs, last)]
+    drafter = MTPDrafter(4, top=top)
+    drafter.model = dm
+    graphs = []
+    for t in last:
+        g = DecodingGraph()
+        g.root([1, t])
+        graphs.append(g)
+    reqs = [(g, 0, None, StreamState(h)) for g, h in zip(graphs, hs)]
+    reqs[2] = (graphs[2], 0, None, StreamState(None))  # no hidden state: no MTP draft
+
+    class Fixed:  # proposes for one stream only, and does not batch
+        def __init__(self):
+            self.asked = []
+
+        def propose(self, graph, sid, sample, state=None):
+            self.asked.append(graph)
+            return DraftTree([3], [-1]) if graph is graphs[2] else None
+
+    first = Fixed()
+    both = FirstOf([first, drafter]).propose_many(reqs)
+    assert first.asked == graphs  # every stream, one at a time
+    assert both[2].tokens == [3] and [t.tokens for i, t in enumerate(both) if i != 2] == \
+        [drafter.propose(*r).tokens for i, r in enumerate(reqs) if i != 2]
+    assert drafter.propose_many(reqs)[2] is None
 
 
 def test_progressive_weights_go_easy_to_hard():

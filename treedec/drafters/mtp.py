@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from treedec.engine.draft import DraftTree, StreamState
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
@@ -50,12 +52,26 @@ class MTPDrafter:
         return {}
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
-        if self.model is None or state is None or state.hidden is None:
-            return None
-        tokens, parents = [], []
-        for chain in self.model.chains(state.hidden, graph[sid].tokens[-1], self.k, self.top):
-            if self.eos_id in chain:  # nothing follows an end
-                chain = chain[:chain.index(self.eos_id) + 1]
-            parents += [-1] + list(range(len(tokens), len(tokens) + len(chain) - 1))
-            tokens += chain
-        return DraftTree(tokens, parents)
+        return self.propose_many([(graph, sid, sample, state)])[0]
+
+    def propose_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
+                     ) -> list[DraftTree | None]:
+        """`propose` for every stream of an engine step at once: one batched head pass per
+        depth over the streams (one at a time, the head's K small passes per stream were half
+        of an hpd run's time on the CPU)."""
+        out: list[DraftTree | None] = [None] * len(requests)
+        ready = [i for i, (_, _, _, st) in enumerate(requests) if self.model is not None and st is not None
+                 and st.hidden is not None]
+        if not ready:
+            return out
+        hidden = torch.stack([requests[i][3].hidden for i in ready])
+        last = [requests[i][0][requests[i][1]].tokens[-1] for i in ready]
+        for i, chains in zip(ready, self.model.chains_many(hidden, last, self.k, self.top)):
+            tokens, parents = [], []
+            for chain in chains:
+                if self.eos_id in chain:  # nothing follows an end
+                    chain = chain[:chain.index(self.eos_id) + 1]
+                parents += [-1] + list(range(len(tokens), len(tokens) + len(chain) - 1))
+                tokens += chain
+            out[i] = DraftTree(tokens, parents)
+        return out

@@ -77,6 +77,17 @@ class Drafter(Protocol):
                 ) -> DraftTree | None:
         """A draft tree continuing stream `sid` (after its last token), or None."""
 
+    # Optional: propose_many(requests) -> list of DraftTree | None, requests being (graph,
+    # sid, page, state): the proposals for several streams at once (a drafter that batches).
+
+
+def propose_many(drafter: Drafter, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
+                 ) -> list[DraftTree | None]:
+    """A drafter's proposals for several streams: batched where it offers `propose_many`,
+    else one `propose` after another."""
+    many = getattr(drafter, "propose_many", None)
+    return many(requests) if many is not None else [drafter.propose(*r) for r in requests]
+
 
 @dataclass
 class Verdict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import weakref
 
-from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict
+from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict, propose_many
 from treedec.graph import DecodingGraph
 
 
@@ -23,8 +23,24 @@ class FirstOf:
                 return tree
         return None
 
+    def propose_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
+                     ) -> list[DraftTree | None]:
+        """`propose` for a step's streams: each drafter in turn is asked (batched where it can
+        be) for the streams no earlier one proposed for."""
+        out: list[DraftTree | None] = [None] * len(requests)
+        for d in self.drafters:
+            todo = [i for i, t in enumerate(out) if not t]
+            if not todo:
+                break
+            for i, tree in zip(todo, propose_many(d, [requests[i] for i in todo])):
+                if tree:
+                    self._by.setdefault(requests[i][0], {})[requests[i][1]] = d
+                    out[i] = tree
+        return out
+
     def observe(self, graph: DecodingGraph, sid: int, sample, tree: DraftTree, verdict: Verdict) -> None:
         d = self._by.get(graph, {}).get(sid)
         observe = getattr(d, "observe", None)
         if observe is not None:
             observe(graph, sid, sample, tree, verdict)
+

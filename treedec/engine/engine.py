@@ -176,16 +176,16 @@ class Engine:
 
     # ------------------------------------------------------------------ one step
     def _step(self) -> None:
-        work: list[tuple[_Page, int, int, DraftTree | None]] = []  # (page, stream, first pending index, draft)
-        for page in self.active:
-            for s in page.graph.live():
-                done = len(page.slots[s.id])
-                if done < len(s.tokens):
-                    state = StreamState(page.hidden.get(s.id))
-                    tree = self.policy.draft(page.graph, s.id, page.sample, state)
-                    work.append((page, s.id, done, tree if tree else None))
-        if not work:
+        pending = [(page, s.id, len(page.slots[s.id])) for page in self.active for s in page.graph.live()
+                   if len(page.slots[s.id]) < len(s.tokens)]
+        if not pending:
             return
+        requests = [(page.graph, sid, page.sample, StreamState(page.hidden.get(sid))) for page, sid, _ in pending]
+        many = getattr(self.policy, "draft_many", None)  # one call for the step's streams (a batching drafter)
+        trees = many(requests) if many is not None else [self.policy.draft(*r) for r in requests]
+        # (page, stream, first pending index, draft)
+        work: list[tuple[_Page, int, int, DraftTree | None]] = [
+            (page, sid, done, tree if tree else None) for (page, sid, done), tree in zip(pending, trees)]
         base = self.arena.size
         n_new = sum(len(p.graph[sid].tokens) - i + (len(t) if t else 0) for p, sid, i, t in work)
         ids = torch.empty(n_new, dtype=torch.long)

@@ -34,4 +34,6 @@ class Policy(Protocol):
 
     # Optional: observe(graph, sid, sample, tree, verdict) -> None, told every verdict on a
     # draft (e.g. treedec.engine.draft_length.AdaptiveLength adapts its proposals' depth).
+    # Optional: draft_many(requests) -> list of DraftTree | None: `draft` for every stream of a
+    # step at once, requests being (graph, sid, sample, state) (a drafter that batches its work).
     # Optional: wants_hidden (bool): `draft` gets the stream's `StreamState.hidden`.

@@ -90,16 +90,25 @@ class MTPDraftModel:
     def chains(self, hidden: torch.Tensor, last: int, k: int | None = None, top: int = 1) -> list[list[int]]:
         """`top` chains of k tokens after `last`: the head's `top` likeliest first tokens, each
         continued greedily (top=1: HPD's single chain)."""
+        return self.chains_many(hidden[None], [last], k, top)[0]
+
+    @torch.inference_mode()
+    def chains_many(self, hidden: torch.Tensor, last: list[int], k: int | None = None, top: int = 1
+                    ) -> list[list[list[int]]]:
+        """`chains` for n streams at once, one batched head pass per depth: hidden [n, H],
+        last: n tokens -> per stream, its `top` chains."""
         dtype = self.lm_head.weight.dtype
-        h, y = self.head(hidden.to(dtype)[None], self.embed(torch.tensor([last])).to(dtype))
-        prev = self.lm_head(y)[0].topk(top).indices  # [top]
-        h = h.expand(top, -1)
+        n = len(last)
+        h, y = self.head(hidden.to(dtype), self.embed(torch.tensor(last)).to(dtype))
+        prev = self.lm_head(y).topk(top).indices.reshape(n * top)  # stream-major: stream i's alternatives
+        h = h.repeat_interleave(top, 0)
         out = [prev]
         for _ in range((k or self.head.cfg.k) - 1):
             h, y = self.head(h, self.embed(prev).to(dtype))
             prev = self.lm_head(y).argmax(-1)
             out.append(prev)
-        return torch.stack(out, 1).tolist()
+        rows = torch.stack(out, 1).tolist()  # [n * top, k]
+        return [rows[i * top:(i + 1) * top] for i in range(n)]
 
 
 def save_head(head: MTPHead, directory: str | Path, base: str, extra: dict | None = None) -> Path:

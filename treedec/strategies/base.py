@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict, accept_greedy
+from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict, accept_greedy, propose_many
 from treedec.engine.policy import Fork
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
@@ -86,6 +86,10 @@ class Strategy:
     def draft(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
               ) -> DraftTree | None:
         return self.drafter.propose(graph, sid, sample, state) if self.drafter else None
+
+    def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
+                   ) -> list[DraftTree | None]:
+        return propose_many(self.drafter, requests) if self.drafter else [None] * len(requests)
 
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
         return self.acceptor(tree, choices, logits)
