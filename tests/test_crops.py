@@ -90,14 +90,14 @@ def shipped():
     from treedec.data import SynthDataset
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)
     samples = list(SynthDataset(pages=PAGES_N, seed=1_000_000, page=vlm.pages))
     cfg = EngineConfig(max_pages=PAGES_N, max_new_tokens=512)
-    runs = {n: parse_pages(vlm, STRATEGIES.get(n)(vlm.tokenizer), samples, cfg, progress=False, warmup=False)
-            for n in ("crops", "padoc")}
+    runs = {n: EmbeddedRuntime(cfg).run(vlm, STRATEGIES.get(n)(vlm.tokenizer), samples, progress=False,
+                                        warmup=False) for n in ("crops", "padoc")}
     return vlm, samples, cfg, runs
 
 
