@@ -237,7 +237,7 @@ def _hsd(tokenizer: Tokenizer, name: str, options: dict, **defaults) -> Strategy
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
     strategy.prepare = TwoStages(tokenizer, pages, o, matcher)
-    if o.draft_workers and o.drafts == "pipeline":  # drafting beside decoding (the runner uses `prepare.stream`)
+    if o.draft_workers and o.drafts == "pipeline":  # drafting beside decoding (runtimes.embedded uses `prepare.stream`)
         strategy.prepare.stream = DraftStream(strategy.prepare, o.draft_workers, o.draft_ahead)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)
