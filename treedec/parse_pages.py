@@ -105,7 +105,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Ru
         try:
             results = runtime.decode(vlm, strategy, items)
             if strategy.after_decode:  # work after decoding (crops: the regions read from their crops)
-                results = strategy.after_decode(vlm, results, runtime.cfg, progress)
+                results = strategy.after_decode(vlm, results, runtime, progress)
             for r in results:
                 done(page_record(r, strategy))
         finally:

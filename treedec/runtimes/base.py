@@ -26,7 +26,8 @@ from treedec.errors import UserError
 class Runtime(Protocol):
     name: str  # runtime=NAME
     steps_counted: str  # what a page's `steps` count here (summary.json `steps_counted`)
-    forward_passes: int  # of the last `decode`: forwards (embedded) or scheduler iterations (vLLM)
+    forward_passes: int  # of the last `decode`: forwards (embedded, with the strategy's `after_decode`
+    # forwards: crops) or scheduler iterations (vLLM)
 
     def check(self, vlm, strategy) -> None:
         """Refuse, with a one-line `UserError`, what this runtime cannot run."""

@@ -56,9 +56,10 @@ class EmbeddedRuntime:
         return vlm.prompt(sample.image, strategy.mode)
 
     def decode(self, vlm, strategy: Strategy, items) -> Iterator[PageResult]:
+        self.forward_passes = 0  # the strategy's work after decoding adds its own (Strategy.after_decode)
         self._engine = Engine(vlm.adapter(), strategy, self.cfg)
         yield from self._engine.run(items)
-        self.forward_passes = self._engine.forward_passes
+        self.forward_passes += self._engine.forward_passes
 
     def figures(self) -> dict[str, Any]:
         return self._engine.attention_stats.figures() if self._engine else {}
