@@ -52,7 +52,7 @@ from treedec.models.loader import load_vlm
 from treedec.ocr.pipeline import PipelineConfig
 from treedec.ocr.pool import DraftQueue, worker_pool
 from treedec.phases import cold_drafts
-from treedec.runner import parse_pages
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
 
@@ -60,9 +60,9 @@ def timed_run(vlm, strategy_cfg: dict, samples, ecfg: EngineConfig, cold: bool) 
     """One end-to-end run after an untimed one-page warm-up: its figures and the CPU seconds
     this process spent (the drafting workers' are in `draft_cpu_s`)."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
-    parse_pages(vlm, strategy, samples[:1], ecfg, progress=False, warmup=False, cold_drafts=cold)
+    EmbeddedRuntime(ecfg).run(vlm, strategy, samples[:1], progress=False, warmup=False, cold_drafts=cold)
     cpu = time.process_time()
-    res = parse_pages(vlm, strategy, samples, ecfg, progress=False, warmup=False, cold_drafts=cold)
+    res = EmbeddedRuntime(ecfg).run(vlm, strategy, samples, progress=False, warmup=False, cold_drafts=cold)
     cpu = time.process_time() - cpu
     steps = [r.steps for r in res.records]
     worker_cpu = sum(r.extra.get("draft_cpu_s", 0.0) for r in res.records)

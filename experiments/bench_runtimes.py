@@ -48,7 +48,7 @@ def main(argv=None) -> dict:
     from treedec.data.synth import SynthConfig, generate_page
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
     from treedec.strategies.base import STRATEGIES
 
@@ -65,8 +65,8 @@ def main(argv=None) -> dict:
         strategy = STRATEGIES.get(name)(vlm.tokenizer)
         for c in args.concurrency:
             with torch.inference_mode():  # the KV arena (027c611) fails to grow outside it between pages
-                emb = parse_pages(vlm, strategy, samples, EngineConfig(max_pages=c, max_new_tokens=args.max_new),
-                                  progress=False)
+                embedded = EmbeddedRuntime(EngineConfig(max_pages=c, max_new_tokens=args.max_new))
+                emb = embedded.run(vlm, strategy, samples, progress=False)
             vll = parse_pages_vllm(vlm, strategy, samples,
                                    VLLMConfig(max_pages=c, max_new_tokens=args.max_new, max_num_batched_tokens=8192,
                                               threads=args.threads),

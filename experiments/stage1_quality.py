@@ -109,7 +109,7 @@ def main() -> None:
     from treedec.metrics.edit_distance import normalized_edit_distance
     from treedec.errors import UserError
     from treedec.models.vlm import SHIPPED, VLM
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.serialize import EOS
     from treedec.strategies.base import Strategy
     from treedec.strategies.sequential import flat_target
@@ -128,7 +128,7 @@ def main() -> None:
     results = {}
     grid = None if args.no_snap else vlm.crop_grid  # the model's own pages fit its canvas: shown unscaled
     for name, jobs in crop_jobs(samples, drafts, grid).items():
-        records = parse_pages(vlm, crop, [c for c, _, _ in jobs], cfg, warmup=False).records
+        records = EmbeddedRuntime(cfg).run(vlm, crop, [c for c, _, _ in jobs], warmup=False).records
         texts = [r.text[: -len(EOS)] if r.text.endswith(EOS) else r.text for r in records]
         scored = [(t, truth, b) for t, (_, truth, b) in zip(texts, jobs) if truth is not None]
         edits = [normalized_edit_distance(t, truth) for t, truth, _ in scored]

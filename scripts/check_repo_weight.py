@@ -1,6 +1,8 @@
-"""The repository stays light: no tracked file over 50 MB, and the shipped weights
-(*.safetensors under treedec/assets) under 80 MB in all. Run by the test suite
-(tests/test_repo_weight.py); exits 1 naming each file over a limit.
+"""The repository stays light: no tracked file over 50 MB, the shipped weights
+(*.safetensors under treedec/assets) under 80 MB in all, and no training history tracked
+(`training_history.jsonl`, anywhere: a shipped model brings a plot and a summary,
+scripts/ship_model.sh). Run by the test suite (tests/test_repo_weight.py); exits 1 naming
+each file over a limit.
 
     python scripts/check_repo_weight.py
 """
@@ -14,6 +16,7 @@ MB = 1_000_000
 MAX_FILE = 50 * MB
 MAX_WEIGHTS = 80 * MB
 WEIGHTS_UNDER = "treedec/assets/"
+HISTORY = "training_history.jsonl"  # a training run's full curve: kept beside the run, not in git
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,6 +41,8 @@ def problems(sizes: dict[str, int]) -> list[str]:
     if total > MAX_WEIGHTS:
         out.append(f"shipped weights {total / MB:.1f} MB in all, over the {MAX_WEIGHTS // MB} MB limit: "
                    + ", ".join(f"{n} {s / MB:.1f} MB" for n, s in sorted(weights.items())))
+    out += [f"{name}: a training history is not tracked (ship a plot and a summary: scripts/ship_model.sh)"
+            for name in sorted(sizes) if Path(name).name == HISTORY]
     return out
 
 

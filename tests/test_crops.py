@@ -50,6 +50,7 @@ def test_every_fork_is_read_on_a_tiny_random_model():
     from treedec.engine.engine import EngineConfig, PageResult
     from treedec.graph import DecodingGraph
     from treedec.models.vlm import VLM, VLMSpec
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.crops import ReadCrops
 
     torch.manual_seed(0)
@@ -65,8 +66,12 @@ def test_every_fork_is_read_on_a_tiny_random_model():
         g.append(root.id, crops.target(s.page, tok, [])[0].tokens)
         g.finish(root.id)
         layouts.append(PageResult(s.name, g, g[0].generated, 0.0, 0.0, timeline=[[0]] * g[0].generated, sample=s))
-    out = list(ReadCrops(tok, 3)(vlm, iter(layouts), EngineConfig(max_pages=2, max_new_tokens=8)))
+    runtime = EmbeddedRuntime(EngineConfig(max_pages=2, max_new_tokens=8))
+    out = list(ReadCrops(tok, 3)(vlm, iter(layouts), runtime))
     assert [r.name for r in out] == [s.name for s in samples]
+    # the crops' forwards are the run's: two chunks (3 pages, then 1), each at least its longest crop
+    longest = [max(r.steps - r.graph[0].generated for r in chunk) for chunk in (out[:3], out[3:])]
+    assert runtime.forward_passes >= sum(longest) > 0
     figures = 0
     for r, s in zip(out, samples):
         blocks = s.page.reading_order()
@@ -90,14 +95,14 @@ def shipped():
     from treedec.data import SynthDataset
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)
     samples = list(SynthDataset(pages=PAGES_N, seed=1_000_000, page=vlm.pages))
     cfg = EngineConfig(max_pages=PAGES_N, max_new_tokens=512)
-    runs = {n: parse_pages(vlm, STRATEGIES.get(n)(vlm.tokenizer), samples, cfg, progress=False, warmup=False)
-            for n in ("crops", "padoc")}
+    runs = {n: EmbeddedRuntime(cfg).run(vlm, STRATEGIES.get(n)(vlm.tokenizer), samples, progress=False,
+                                        warmup=False) for n in ("crops", "padoc")}
     return vlm, samples, cfg, runs
 
 
@@ -136,6 +141,21 @@ def test_each_crop_reads_as_it_does_alone_and_steps_are_layout_plus_longest(ship
         assert rec.root_steps == layouts[rec.name].steps
         read += len(alone)
     assert read > PAGES_N
+
+
+def test_the_runs_forward_passes_count_the_crops(shipped):
+    """A page takes part in at most every forward of its run, so the run's `forward_passes`
+    reach every page's steps (layout + longest crop): the crops' engines are counted, not
+    only the layout pass's (which falls short of a page with a crop)."""
+    from treedec.engine.engine import Engine
+
+    vlm, samples, cfg, runs = shipped
+    layout = Engine(vlm.adapter(), STRATEGIES.get("crops")(vlm.tokenizer), cfg)
+    list(layout.run([(s.name, vlm.prompt(s.image, "tree"), s) for s in samples]))
+    crops = runs["crops"]
+    assert max(r.steps for r in crops.records) > layout.forward_passes  # the layout pass alone falls short
+    assert crops.forward_passes >= max(r.steps for r in crops.records)
+    assert runs["padoc"].forward_passes >= max(r.steps for r in runs["padoc"].records)
 
 
 def test_quality_is_measured_as_for_the_others(shipped):

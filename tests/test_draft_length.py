@@ -10,7 +10,7 @@ from treedec.engine.draft_length import AdaptiveLength, cut
 from treedec.engine.engine import EngineConfig
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM, VLMSpec
-from treedec.runner import parse_pages
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
 
@@ -89,15 +89,15 @@ def test_adaptive_length_same_pages_same_steps_fewer_draft_tokens():
             s = graph[sid]
             refs[sample.name] = s.tokens[s.prompt_len:]
 
-    plain = parse_pages(vlm, Strategy("plain", "flat", tok, flat_target, drafter=Recorder()), samples, ecfg,
-                        progress=False)
-    assert [r.text for r in plain.records] == [r.text for r in parse_pages(
-        vlm, build_strategy({"name": "sequential"}, tok), samples, ecfg, progress=False).records]
+    plain = EmbeddedRuntime(ecfg).run(vlm, Strategy("plain", "flat", tok, flat_target, drafter=Recorder()), samples,
+                                      progress=False)
+    assert [r.text for r in plain.records] == [r.text for r in EmbeddedRuntime(ecfg).run(
+        vlm, build_strategy({"name": "sequential"}, tok), samples, progress=False).records]
     runs = {}
     for adaptive in (False, True):
         drafter = _OwnOutputCorrupted(refs, len(tok))
         strategy = Strategy("spec", "flat", tok, flat_target, drafter=AdaptiveLength(drafter, 15) if adaptive else drafter)
-        runs[adaptive] = parse_pages(vlm, strategy, samples, ecfg, progress=False)
+        runs[adaptive] = EmbeddedRuntime(ecfg).run(vlm, strategy, samples, progress=False)
     for res in runs.values():
         assert [r.text for r in res.records] == [r.text for r in plain.records]
         assert sum(r.accepted for r in res.records) > 0 and sum(r.drafted - r.accepted for r in res.records) > 0

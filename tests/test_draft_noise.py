@@ -38,7 +38,7 @@ def test_hsd_on_degraded_drafts_is_lossless_and_accepts_less():
     from treedec.data import SynthDataset
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)
@@ -46,8 +46,8 @@ def test_hsd_on_degraded_drafts_is_lossless_and_accepts_less():
     cfg = EngineConfig(max_pages=3, max_new_tokens=512)
 
     def run(name, **options):
-        return parse_pages(vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples, cfg,
-                           progress=False, warmup=False).records
+        return EmbeddedRuntime(cfg).run(vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples,
+                                        progress=False, warmup=False).records
 
     base = run("sequential")
     accepted = {}

@@ -113,7 +113,7 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
     from treedec.data import open_dataset
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import SHIPPED
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     if not (SHIPPED / "model.safetensors").is_file():
@@ -122,8 +122,8 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
     vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
     samples = list(open_dataset({"name": "synth", "pages": 3, "seed": 1_000_100}, model_pages=vlm.pages))
     ecfg = EngineConfig(max_pages=2, max_new_tokens=512)
-    runs = {w: parse_pages(vlm, build_strategy({"name": "padoc_hsd", "draft_workers": w}, vlm.tokenizer), samples,
-                           ecfg, progress=False, warmup=False) for w in (0, 1)}
+    runs = {w: EmbeddedRuntime(ecfg).run(vlm, build_strategy({"name": "padoc_hsd", "draft_workers": w}, vlm.tokenizer),
+                                         samples, progress=False, warmup=False) for w in (0, 1)}
     first, beside = runs[0], runs[1]
     assert [r.name for r in beside.records] == [s.name for s in samples]
     for a, b in zip(first.records, beside.records):

@@ -23,7 +23,7 @@ from treedec.models.mtp_head import MTPConfig, MTPHead, base_hash, save_head
 from treedec.models.page_model import PageModel, ServedPageModel
 from treedec.models.vlm import MODES, VLM, VLMSpec
 from treedec.page import Block, Page
-from treedec.runner import parse_pages
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from test_qwen3_vl import save_tiny_qwen3_vl
@@ -61,8 +61,8 @@ def samples():
 def base_runs(model, samples):
     """Every fork strategy's pages (no drafts): what the speculative ones must reproduce."""
     _, vlm, _ = model
-    return {name: parse_pages(vlm, build_strategy({"name": name}, vlm.tokenizer), samples, ECFG, progress=False)
-            for name in ("sequential", "padoc", "table_rows")}
+    return {name: EmbeddedRuntime(ECFG).run(vlm, build_strategy({"name": name}, vlm.tokenizer), samples,
+                                            progress=False) for name in ("sequential", "padoc", "table_rows")}
 
 
 def options(name: str, head) -> dict:
@@ -115,7 +115,7 @@ def test_every_strategy_runs_on_every_model_kind(model, samples, base_runs, name
     strategy = build_strategy({"name": name, **options(name, head)}, vlm.tokenizer)
     base = SPECULATIVE.get(name)
     pages = own_drafts(samples, base_runs[base]) if name in ("hsd", "padoc_hsd") else samples
-    res = parse_pages(vlm, strategy, pages, ECFG, progress=False)
+    res = EmbeddedRuntime(ECFG).run(vlm, strategy, pages, progress=False)
     assert [r.name for r in res.records] == [s.name for s in samples]
     assert all(r.steps > 0 and r.generated > 0 for r in res.records), [r.flags for r in res.records]
     if base is None:
@@ -133,7 +133,7 @@ def test_speculation_wraps_a_fork_strategy_by_name(model, samples, base_runs, na
     strategy = build_strategy({"name": name, "base": base, **options(name, head)}, vlm.tokenizer)
     assert strategy.mode == "tree_rows" and strategy.name == name
     pages = own_drafts(samples, base_runs[base]) if name == "hsd" else samples
-    res = parse_pages(vlm, strategy, pages, ECFG, progress=False)
+    res = EmbeddedRuntime(ECFG).run(vlm, strategy, pages, progress=False)
     for a, b in zip(base_runs[base].records, res.records):
         assert b.text == a.text, (kind, name, b.name)
     check_drafts(name, strategy.mode, res)

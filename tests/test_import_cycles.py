@@ -1,5 +1,5 @@
-"""No import circles in treedec/: a reader can follow every arrow one way (DESIGN.md,
-"Dependencies point one way"). Every import counts, at the top of a module or inside a
+"""No import circles in treedec/: a reader can follow every arrow one way (docs/architecture.md:
+the layers below never import the layers above). Every import counts, at the top of a module or inside a
 function: an import deferred into a function still runs, and still ties both files together."""
 import ast
 from pathlib import Path

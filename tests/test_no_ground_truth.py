@@ -13,7 +13,7 @@ from treedec.drafters.mtp import HEAD_DIR
 from treedec.engine.engine import EngineConfig
 from treedec.models.mtp_head import CONFIG
 from treedec.models.vlm import SHIPPED
-from treedec.runner import parse_pages
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
 PAGES = 2
@@ -49,8 +49,8 @@ def test_drafts_and_steps_do_not_depend_on_the_ground_truth(name, shipped, tmp_p
         cfg = {"name": name} if name == "hpd" else {"name": name, "drafts": "pipeline", "cache_dir": str(tmp_path / str(i))}
         strategy = build_strategy(cfg, vlm.tokenizer)
         strategy.drafter = rec = Recorder(strategy.drafter)
-        res = parse_pages(vlm, strategy, batch, EngineConfig(max_pages=PAGES, max_new_tokens=512), progress=False,
-                          warmup=False)
+        runtime = EmbeddedRuntime(EngineConfig(max_pages=PAGES, max_new_tokens=512))
+        res = runtime.run(vlm, strategy, batch, progress=False, warmup=False)
         runs.append((rec.seen, [(r.text, r.steps, r.drafted, r.accepted, r.extra) for r in res.records]))
     assert all(r[3] > 0 and r[2] > r[3] for r in runs[0][1])  # every page: drafts accepted and rejected
     assert runs[0] == runs[1]

@@ -143,7 +143,7 @@ def test_missing_checkpoint_is_one_line(tmp_path):
 
 def test_root_steps_is_the_layout_streams_share_of_the_critical_path():
     from treedec.page import Page
-    from treedec.runner import PageRecord
+    from treedec.records import PageRecord
 
     tree = PageRecord("p", Page(8, 8), "", steps=4, timeline=[[0], [0, 1], [1, 2], [2]])
     assert tree.root_steps == 2 and tree.figures()["root_steps"] == 2

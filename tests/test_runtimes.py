@@ -8,8 +8,8 @@ from omegaconf import OmegaConf
 from treedec.engine.engine import EngineConfig
 from treedec.engine.limits import PageLimits
 from treedec.errors import UserError
-from treedec.runner import EmbeddedRuntime
 from treedec.runtimes.base import Runtime
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.runtimes.select import make_runtime
 from treedec.runtimes.vllm import VLLMRuntime
 from treedec.runtimes.vllm_engine import VLLMConfig

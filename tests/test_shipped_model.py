@@ -29,12 +29,12 @@ def shipped():
 def test_shipped_model_reads_held_out_pages(shipped, strategy):
     from treedec.engine.engine import EngineConfig
     from treedec.evaluate import evaluate_pages
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples = shipped
-    res = parse_pages(vlm, build_strategy({"name": strategy}, vlm.tokenizer), samples,
-                      EngineConfig(max_pages=PAGES, max_new_tokens=512), progress=False, warmup=False)
+    res = EmbeddedRuntime(EngineConfig(max_pages=PAGES, max_new_tokens=512)).run(
+        vlm, build_strategy({"name": strategy}, vlm.tokenizer), samples, progress=False, warmup=False)
     assert len(res.records) == PAGES
     ev = evaluate_pages({r.name: r.page for r in res.records}, [s.page for s in samples])
     assert ev["text_edit"] < 0.4, ev["text_edit"]

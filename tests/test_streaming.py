@@ -5,7 +5,7 @@ import torch
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.models.vlm import VLM, VLMSpec
-from treedec.runner import parse_pages
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
 SPEC = VLMSpec(image_size=64, vision_hidden=32, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
@@ -30,10 +30,10 @@ def test_samples_are_pulled_as_the_engine_has_room_and_results_do_not_change():
     def done(rec):
         finished[0] += 1
 
-    lazy = parse_pages(vlm, strategy, stream(), EngineConfig(max_pages=2, max_new_tokens=10), progress=False,
-                       warmup=False, on_record=done)
-    whole = parse_pages(vlm, strategy, pages, EngineConfig(max_pages=16, max_new_tokens=10), progress=False,
-                        warmup=False)
+    lazy = EmbeddedRuntime(EngineConfig(max_pages=2, max_new_tokens=10)).run(
+        vlm, strategy, stream(), progress=False, warmup=False, on_record=done)
+    whole = EmbeddedRuntime(EngineConfig(max_pages=16, max_new_tokens=10)).run(
+        vlm, strategy, pages, progress=False, warmup=False)
     assert max(ahead) <= 2 + 1  # pages in flight + the one held ahead, never the whole stream
     assert finished[0] == len(pages) == len(lazy.records)
     assert [r.name for r in lazy.records] == [s.name for s in pages]  # input order, the unreadable page kept

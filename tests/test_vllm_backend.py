@@ -65,7 +65,7 @@ def both_runtimes():
     """Each strategy's pages on both runtimes (one vLLM engine for the module)."""
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
     from treedec.strategies.base import STRATEGIES
 
@@ -73,7 +73,8 @@ def both_runtimes():
     out = {}
     for name in ("sequential", "padoc"):
         strategy = STRATEGIES.get(name)(vlm.tokenizer)
-        emb = parse_pages(vlm, strategy, samples, EngineConfig(max_new_tokens=MAX_NEW, max_pages=4), progress=False)
+        emb = EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)).run(vlm, strategy, samples,
+                                                                                     progress=False)
         vll = parse_pages_vllm(vlm, strategy, samples, VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4),
                                model_path=FIXTURE, progress=False)
         out[name] = (emb, vll)

@@ -122,15 +122,15 @@ def drafted_runs():
     """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy."""
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
     from treedec.strategies.base import build_strategy
 
     vlm, samples = _vlm(), _samples()
     out = {}
     for name, base in (("hsd", "sequential"), ("padoc_hsd", "padoc")):
-        emb = parse_pages(vlm, build_strategy({"name": base}, vlm.tokenizer), samples,
-                          EngineConfig(max_new_tokens=MAX_NEW, max_pages=4), progress=False)
+        emb = EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)).run(
+            vlm, build_strategy({"name": base}, vlm.tokenizer), samples, progress=False)
         runs = {}
         for kind, make in (("own", lambda p: p), ("junk", _reversed_contents)):
             drafted = [copy.copy(s) for s in samples]

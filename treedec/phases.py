@@ -2,9 +2,9 @@
 
 `PhaseClock` times phases exclusively: entering a phase pauses the one around it, so the
 phases add up to the time spent inside them. A run opens one clock (`clock()`); a run
-started inside another (HSD's stage 1 decodes the drafted crops through the same runner
-while the page run's `draft` phase is open) records into the outer clock under its own
-phase instead, so drafting and stage 1 come apart without the strategy knowing.
+started inside another (HSD's stage 1 decodes the drafted crops through the same run loop,
+`treedec.parse_pages`, while the page run's `draft` phase is open) records into the outer
+clock under its own phase instead, so drafting and stage 1 come apart without the strategy knowing.
 
 `cold_drafts()` points the draft cache (`TREEDEC_DRAFT_CACHE`, read by
 treedec.drafters' cache at call time) at an empty folder for the time of a run, so every

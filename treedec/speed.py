@@ -9,7 +9,7 @@ import numpy as np
 
 from treedec.errors import UserError
 from treedec.phases import PHASES
-from treedec.runner import RunResult
+from treedec.records import RunResult
 
 CURVES_HINT = "concurrency=[1,4,16]"
 

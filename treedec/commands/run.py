@@ -27,7 +27,7 @@ from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.report_lead import lead_rows
-from treedec.runner import RunResult
+from treedec.records import RunResult
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
 from treedec.strategies.base import build_strategy

@@ -14,7 +14,7 @@ from treedec.io.documents import write_documents
 from treedec.io.markdown import page_to_markdown
 from treedec.plots import draw_regions
 from treedec.report_lead import PageView
-from treedec.runner import sample_size
+from treedec.records import sample_size
 
 MAX_LISTED = 200  # skipped files named in summary.json (the count is always there)
 

@@ -18,7 +18,7 @@ def _unset(cls, name: str):
 def register_schemas() -> None:
     from treedec.data.synth import SynthConfig
     from treedec.models.vlm import VLMSpec
-    from treedec.runner import EmbeddedConfig
+    from treedec.runtimes.embedded import EmbeddedConfig
     from treedec.runtimes.vllm_engine import VLLMConfig
     from treedec.training.trainer import TrainConfig
 

@@ -52,16 +52,31 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)  # atomic: a reader never sees half a file
 
 
-def store(path: Path, data: dict[str, Any]) -> Page:
-    """Write a fresh draft (its OmniDocBench dict) to the cache; the page read back from it,
-    the same object a cache hit gives."""
-    _write(path, data)
-    return page_from_omnidocbench(json.loads(json.dumps(data)))
-
-
-def _image_path(sample) -> str:
+def draft_image_path(sample) -> str:
+    """The image path a sample's draft names (what the drafter is given): its ground truth's,
+    else `<name>.png`."""
     page = getattr(sample, "page", None)
     return page.image_path if page is not None and page.image_path else f"{sample.name}.png"
+
+
+def lookup(cache_dir: str | Path, sample, tag: str) -> tuple[Path, Page | None]:
+    """Where the draft of `sample` (one with an image) by the drafter `tag` is cached, and that
+    draft, named after the sample (`draft_image_path`); None on a miss: draft the page and
+    `store` it at that path. Every drafting path (`draft_pages`, the worker queue) asks here."""
+    path = cache_path(cache_dir, sample.image, tag)
+    page = _read(path)
+    if page is not None:
+        page.image_path = draft_image_path(sample)
+    return path, page
+
+
+def store(path: Path, data: dict[str, Any], sample) -> Page:
+    """Write a fresh draft of `sample` (its OmniDocBench dict) where `lookup` said; the page
+    read back from it, named after the sample: the same object a cache hit gives."""
+    _write(path, data)
+    page = page_from_omnidocbench(json.loads(json.dumps(data)))
+    page.image_path = draft_image_path(sample)
+    return page
 
 
 def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=None, config=None,
@@ -95,22 +110,20 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
     for sample in bar:
         if sample.name in out:
             warnings.warn(f"two samples named {sample.name!r}: the later draft replaces the earlier")
-        image_path = _image_path(sample)
         if sample.image is None:
             gt = getattr(sample, "page", None)
             if gt is None:
                 warnings.warn(f"sample {sample.name!r} has no image and no page size: no draft")
                 continue
-            out[sample.name] = Page(width=gt.width, height=gt.height, image_path=image_path,
+            out[sample.name] = Page(width=gt.width, height=gt.height, image_path=draft_image_path(sample),
                                     info={"drafter": tag, "draft_flag": "no image: empty draft"})
             continue
-        path = cache_path(cache_dir, sample.image, tag)
-        page = _read(path)
+        path, page = lookup(cache_dir, sample, tag)
         if page is None:
-            page = store(path, page_to_omnidocbench(get_drafter().draft(sample.image, image_path)))
+            draft = get_drafter().draft(sample.image, draft_image_path(sample))
+            page = store(path, page_to_omnidocbench(draft), sample)
         else:
             hits += 1
-        page.image_path = image_path
         out[sample.name] = page
         bar.set_postfix(cached=hits)
     return out

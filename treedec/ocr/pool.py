@@ -5,8 +5,8 @@ is advanced only when a page is taken).
 `DraftQueue` reads samples lazily, serves a page from the draft cache when it is there,
 and sends the others to a pool of `workers` processes (0: drafts in this process, when the
 page is taken). A draft crosses the process boundary as its OmniDocBench dict and is read
-back through the cache's own path (`cache.store`), so it is the same object, byte for
-byte, as one drafted in process. Each page's drafting cost comes with it: the worker's
+back through the cache's own path (`cache.lookup` / `cache.store`, as `cache.draft_pages`
+does), so it is the same object, byte for byte, as one drafted in process. Each page's drafting cost comes with it: the worker's
 CPU seconds and wall seconds (`DraftCost`).
 
 Worker pools are kept per (workers, drafter config) for the life of the process (models
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from treedec.ocr.cache import _image_path, _read, cache_path, default_cache_dir, store
+from treedec.ocr.cache import default_cache_dir, draft_image_path, lookup, store
+
 
 @dataclass
 class DraftCost:
@@ -88,7 +89,7 @@ def _shutdown() -> None:
 # ------------------------------------------------------------------ the queue
 class DraftQueue:
     """Drafts of `samples` in input order: `take()` gives `(sample, page, cost)`, `page` None
-    for a sample without an image (the runner flags it), or the engine's `PENDING` when
+    for a sample without an image (the run loop flags it), or the engine's `PENDING` when
     the next page is still being drafted and `wait` ran out."""
 
     def __init__(self, samples: Iterable, workers: int = 0, ahead: int = 8, cache_dir: str | Path | None = None,
@@ -116,12 +117,11 @@ class DraftQueue:
             if sample.image is None:
                 self._queue.append((sample, None, None))
                 continue
-            path = cache_path(self.cache_dir, sample.image, self.tag)
-            page = _read(path)
+            path, page = lookup(self.cache_dir, sample, self.tag)
             if page is not None:
                 self._queue.append((sample, path, (page, DraftCost(cached=True))))
             elif self._pool is not None:
-                self._queue.append((sample, path, self._pool.submit(_work, sample.image, _image_path(sample))))
+                self._queue.append((sample, path, self._pool.submit(_work, sample.image, draft_image_path(sample))))
             else:
                 self._queue.append((sample, path, None))  # drafted here, when taken
 
@@ -149,17 +149,15 @@ class DraftQueue:
                 data, cost = job.result(timeout=wait)
             except TimeoutError:
                 return PENDING
-            page = store(path, data)
+            page = store(path, data, sample)
         elif job is None and path is not None:  # workers=0
             from treedec.ocr.pipeline import PipelineOCR
 
-            data, cost = draft_one(PipelineOCR.shared(self.config), sample.image, _image_path(sample))
-            page = store(path, data)
+            data, cost = draft_one(PipelineOCR.shared(self.config), sample.image, draft_image_path(sample))
+            page = store(path, data, sample)
         else:
             page, cost = job if job is not None else (None, DraftCost())
         self._queue.popleft()
-        if page is not None:
-            page.image_path = _image_path(sample)
         self._fill()
         return sample, page, cost
 

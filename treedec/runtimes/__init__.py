@@ -1,9 +1,9 @@
 """Runtimes: what decodes a strategy's pages. One contract (`treedec.runtimes.base.Runtime`),
-one copy of the per-page bookkeeping (`treedec.runner.parse_pages`), chosen by config
+one copy of the per-page bookkeeping (`treedec.parse_pages.parse_pages`), chosen by config
 (`runtime=embedded|vllm`: `treedec.runtimes.select.make_runtime`); each returns the same
-`treedec.runner.RunResult`.
+`treedec.records.RunResult`.
 
-- `embedded` (`treedec.runner.EmbeddedRuntime`): treedec's engine (`treedec.engine`).
+- `embedded` (`treedec.runtimes.embedded.EmbeddedRuntime`): treedec's engine (`treedec.engine`).
 - `vllm` (`treedec.runtimes.vllm.VLLMRuntime`): the request-level realization on stock vLLM
   (optional extra `pip install -e .[vllm]`, or `scripts/install_vllm.sh`); see README.md
   here. Its parts: `vllm_engine` (config, serving folder, the shared engine), `vllm_runner`

@@ -1,9 +1,9 @@
 """The runtime contract: what the one copy of the per-page bookkeeping
-(`treedec.runner.parse_pages`: pages read lazily and unreadable ones kept, the work before
+(`treedec.parse_pages.parse_pages`: pages read lazily and unreadable ones kept, the work before
 decoding, the warm-up, records in input order, phases, each page written as it finishes)
 asks of a runtime. A runtime only adapts a decoder to it:
 
-- `embedded` (`treedec.runner.EmbeddedRuntime`): treedec's engine, one flat forward per step;
+- `embedded` (`treedec.runtimes.embedded.EmbeddedRuntime`): treedec's engine, one flat forward per step;
 - `vllm` (`treedec.runtimes.vllm.VLLMRuntime`): every stream a vLLM request.
 
 Both decode a strategy the same way (its fork rule and end test on every new token:
@@ -26,7 +26,8 @@ from treedec.errors import UserError
 class Runtime(Protocol):
     name: str  # runtime=NAME
     steps_counted: str  # what a page's `steps` count here (summary.json `steps_counted`)
-    forward_passes: int  # of the last `decode`: forwards (embedded) or scheduler iterations (vLLM)
+    forward_passes: int  # of the last `decode`: forwards (embedded, with the strategy's `after_decode`
+    # forwards: crops) or scheduler iterations (vLLM)
 
     def check(self, vlm, strategy) -> None:
         """Refuse, with a one-line `UserError`, what this runtime cannot run."""
@@ -51,7 +52,7 @@ class Runtime(Protocol):
         """Run figures of the last `decode` (the engine's padding waste, vLLM's prefix cache)."""
 
     def run(self, vlm, strategy, samples: Iterable, **kwargs):
-        """A `treedec.runner.RunResult`: `treedec.runner.parse_pages(vlm, strategy, samples, self,
+        """A `treedec.records.RunResult`: `treedec.parse_pages.parse_pages(vlm, strategy, samples, self,
         **kwargs)` with what the runtime does around it (vLLM: its engine started before the
         clock; data parallelism)."""
 

@@ -16,7 +16,7 @@ def make_runtime(cfg: Any, model_path: str | Path | None = None) -> Runtime:
     checkpoint folder (vLLM serves from it; None for a model without one)."""
     name = cfg.get("name") if cfg is not None else "embedded"
     if name == "embedded":
-        from treedec.runner import EmbeddedRuntime
+        from treedec.runtimes.embedded import EmbeddedRuntime
 
         return EmbeddedRuntime.from_cfg(cfg)
     if name == "vllm":

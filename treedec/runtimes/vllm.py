@@ -42,7 +42,8 @@ from treedec.engine.engine import PageResult
 from treedec.errors import UserError
 from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
-from treedec.runner import RunResult, parse_pages
+from treedec.parse_pages import parse_pages
+from treedec.records import RunResult
 from treedec.runtimes.vllm_engine import Served, VLLMConfig, get_engine, serving_dir
 from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
 from treedec.runtimes.vllm_runner import VLLMRunner

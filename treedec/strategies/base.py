@@ -69,7 +69,8 @@ class Strategy:
     acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
     prepare: Callable[..., dict[str, dict]] | None = None  # work before decoding (HSD stage 1): per-page figures
     # work after decoding, before pages are recorded (crops: each region read from its own crop):
-    # (vlm, engine results as pages finish, engine config, progress) -> the results, extended
+    # (vlm, engine results as pages finish, the embedded runtime, progress) -> the results, extended;
+    # the forwards it runs are added to the runtime's `forward_passes`
     after_decode: Callable[..., Iterator[PageResult]] | None = None
 
     # --- the engine's Policy

@@ -10,17 +10,17 @@ batch. Each reading is spliced into the page as a branch of its region's `<FORK>
 page reads as any tree decode's (flat text, streams, timeline), and its critical path is
 the layout's steps plus its longest crop's (the crops of a page run in parallel). A page's
 latency runs to its last crop's reading; the run's `forward_passes` counts the layout
-engine's passes only (the crops run on engines of their own). Embedded runtime only: the
-vLLM runtime refuses it in one line.
+engine's passes and those of the crops' engines. Embedded runtime only: the vLLM runtime
+refuses it in one line.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from treedec.data.synth import Sample
-from treedec.engine.engine import Engine, EngineConfig, PageResult
+from treedec.engine.engine import Engine, PageResult
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.serialize import BLOCK, CHILD, EOS, block_layout, parse_flat
@@ -28,6 +28,9 @@ from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.strategies.hsd import model_grid, stage1_crop
 from treedec.strategies.sequential import flat_target
 from treedec.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from treedec.runtimes.embedded import EmbeddedRuntime
 
 UNREAD = frozenset({"figure", "text_mask", "table_mask"})  # regions without content: no crop is read
 
@@ -60,18 +63,20 @@ class ReadCrops:
         self.tok, self.chunk = tok, chunk
         self.reader = Strategy("crops_read", "crop", tok, flat_target)
 
-    def __call__(self, vlm, results: Iterable[PageResult], engine_cfg: EngineConfig, progress: bool = True
+    def __call__(self, vlm, results: Iterable[PageResult], runtime: EmbeddedRuntime, progress: bool = True
                  ) -> Iterator[PageResult]:
+        """`results`: the layout pass of `runtime`, which the crops' forwards are counted to."""
         held: list[tuple[PageResult, float]] = []  # (page, when its layout was done)
         for r in results:
             held.append((r, time.perf_counter()))
-            if len(held) >= (self.chunk or engine_cfg.max_pages):
-                yield from self._read(vlm, held, engine_cfg)
+            if len(held) >= (self.chunk or runtime.cfg.max_pages):
+                yield from self._read(vlm, held, runtime)
                 held = []
         if held:
-            yield from self._read(vlm, held, engine_cfg)
+            yield from self._read(vlm, held, runtime)
 
-    def _read(self, vlm, held: list[tuple[PageResult, float]], engine_cfg: EngineConfig) -> list[PageResult]:
+    def _read(self, vlm, held: list[tuple[PageResult, float]], runtime: EmbeddedRuntime) -> list[PageResult]:
+        engine_cfg = runtime.cfg
         jobs = [(r, at, s) for r, _ in held for at, s in self.regions(vlm, r)]
         per_page = max((sum(1 for j in jobs if j[0] is r) for r, _ in held), default=1)
         cfg = replace(engine_cfg, max_pages=max(1, per_page * engine_cfg.max_pages))  # the held pages' crops at once
@@ -79,8 +84,10 @@ class ReadCrops:
         done_at: dict[str, float] = {}
         read: dict[str, PageResult] = {}
         start = time.perf_counter()
-        for c in Engine(vlm.adapter(), self.reader, cfg).run(items):
+        engine = Engine(vlm.adapter(), self.reader, cfg)
+        for c in engine.run(items):
             read[c.name], done_at[c.name] = c, time.perf_counter()
+        runtime.forward_passes += engine.forward_passes
         for r, t_layout in held:
             crops = [(at, read[s.name]) for p, at, s in jobs if p is r]
             splice(r, crops, self.tok)

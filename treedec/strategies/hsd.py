@@ -96,7 +96,7 @@ class TwoStages:
         """What stage 2 drafts from, per page of `drafted`: with stage 1, a copy of its draft
         whose crop regions hold the model's reading of their crops (beside the draft itself,
         with stage2_drafts=both), each page's stage-1 figures added to `figures`."""
-        from treedec.runner import parse_pages
+        from treedec.runtimes.embedded import EmbeddedRuntime
 
         if not self.stage1:
             return drafted
@@ -114,7 +114,8 @@ class TwoStages:
         seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
         crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
                                  drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
-        records = parse_pages(vlm, crop_strategy, [c for _, _, c in jobs], engine_cfg, progress, warmup=False).records
+        records = EmbeddedRuntime(engine_cfg).run(vlm, crop_strategy, [c for _, _, c in jobs], progress=progress,
+                                                  warmup=False).records
         for (name, block, _), rec in zip(jobs, records):
             block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
             f = figures[name]
@@ -236,7 +237,7 @@ def _hsd(tokenizer: Tokenizer, name: str, options: dict, **defaults) -> Strategy
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
     strategy.prepare = TwoStages(tokenizer, pages, o, matcher)
-    if o.draft_workers and o.drafts == "pipeline":  # drafting beside decoding (the runner uses `prepare.stream`)
+    if o.draft_workers and o.drafts == "pipeline":  # drafting beside decoding (runtimes.embedded uses `prepare.stream`)
         strategy.prepare.stream = DraftStream(strategy.prepare, o.draft_workers, o.draft_ahead)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)

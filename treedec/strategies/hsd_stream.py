@@ -3,8 +3,8 @@ to a pool of drafting processes (`treedec.ocr.pool.DraftQueue`, a bounded number
 and on to the engine's continuous batching, so a run's wall time tends to the larger of
 drafting and decoding rather than their sum.
 
-The runner asks the strategy's `prepare.stream` for the samples to decode instead of
-calling `prepare` first. Each drafted page gets its stage 1 (its crops decoded, together
+The embedded runtime (`treedec.runtimes.embedded`) asks the strategy's `prepare.stream` for
+the samples to decode instead of calling `prepare` first. Each drafted page gets its stage 1 (its crops decoded, together
 with the crops of every other page whose draft is ready) just before it is handed to the
 engine; while the next draft is not done, the stream yields the engine's `PENDING` and the
 engine steps the pages it has. The pages decoded are the prelude's (`TwoStages.__call__`)

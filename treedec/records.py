@@ -1,0 +1,117 @@
+"""What a run of a strategy gives back: a `RunResult` (the run's figures: wall time, phases,
+forward passes, the runtime's notes) holding one `PageRecord` per page (the parsed page, its
+flat text, steps, tokens, latency, flags), and how a record is made from a decoded page
+(`page_record`) or from a page that could not be read (`unreadable`). Every runtime returns
+these (`treedec.parse_pages.parse_pages`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from treedec.data.files import FileSample
+from treedec.data.synth import Sample
+from treedec.engine.engine import PageResult
+from treedec.page import Page
+from treedec.serialize import parse_flat
+from treedec.strategies.base import Strategy
+
+
+@dataclass
+class PageRecord:
+    name: str
+    page: Page  # the parsed prediction (empty when the page could not be decoded)
+    text: str  # the flat form the model produced
+    steps: int = 0
+    generated: int = 0
+    streams: int = 0
+    latency_s: float = 0.0
+    queue_s: float = 0.0
+    flags: list[str] = field(default_factory=list)
+    timeline: list[list[int]] = field(default_factory=list)
+    gt: Page | None = None
+    drafted: int = 0
+    accepted: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    by_depth: list[list[int]] = field(default_factory=list)  # drafts per depth: engine.PageState.by_depth
+
+    @property
+    def accepted_per_step(self) -> float:
+        """Tokens a stream gains per forward it takes part in (1 without drafts; HSD's AAL)."""
+        stream_steps = sum(len(t) for t in self.timeline)
+        return self.generated / stream_steps if stream_steps else 0.0
+
+    @property
+    def root_steps(self) -> int:
+        """Steps up to the root stream's last (the layout stream of a tree: how much of the
+        critical path the layout takes; all of it for one stream)."""
+        root = self.timeline[0][0] if self.timeline and self.timeline[0] else None
+        return max((i + 1 for i, t in enumerate(self.timeline) if root in t), default=0)
+
+    def figures(self) -> dict[str, Any]:
+        return {"steps": self.steps, "root_steps": self.root_steps, "generated_tokens": self.generated,
+                "streams": self.streams,
+                "tokens_per_step": self.generated / self.steps if self.steps else 0.0,
+                "accepted_per_step": self.accepted_per_step,
+                "latency_s": self.latency_s, "queue_s": self.queue_s, "drafted_tokens": self.drafted,
+                "accepted_tokens": self.accepted, **self.extra, "flags": self.flags}
+
+
+@dataclass
+class RunResult:
+    strategy: str
+    records: list[PageRecord]
+    wall_s: float
+    forward_passes: int
+    attention: dict[str, Any] = field(default_factory=dict)  # the runtime's run figures (Runtime.figures): the
+    # engine's padding waste (AttentionStats.figures), vLLM's prefix cache
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases)
+    warmup_s: float = 0.0  # the untimed warm-up (one page, whole strategy)
+    drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
+    runtime: str = "embedded"
+    notes: list[str] = field(default_factory=list)  # where the runtime ran the strategy differently (Runtime.notes)
+    # seconds every page waited before decoding took pages: the run's work before the runtime's
+    # decoding started (drafting or stage 1 done for all pages first) and shared loading
+    # charged from outside; drafting beside decoding is not in it (a page's queue_s holds its wait)
+    before_s: float = 0.0
+
+    def charge(self, phase: str, seconds: float) -> None:
+        """Add time spent on this run's behalf elsewhere (loading the shared pages, writing
+        outputs) to its wall time and phases; loading, done before the run, is waited for by
+        every page (`before_s`)."""
+        self.wall_s += seconds
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+        if phase == "load":
+            self.before_s += seconds
+
+
+def unreadable(sample: Sample) -> PageRecord:
+    """The record of a page whose image could not be read: empty, flagged with the reason, kept."""
+    size = (sample.page.width, sample.page.height) if sample.page else (sample_size(sample) or (1000, 1000))
+    reasons = [f for f in sample_flags(sample) if f.startswith("unreadable")]
+    return PageRecord(sample.name, Page(*size, image_path=sample.name), "", gt=sample.page,
+                      flags=(reasons or ["unreadable or missing image"]) + ["not decoded, scored as empty"]
+                      + [f for f in sample_flags(sample) if not f.startswith("unreadable")])
+
+
+def sample_size(sample: Sample) -> tuple[int, int] | None:
+    """The page's own pixel size: a file page's size before any downscale, else its image's."""
+    if isinstance(sample, FileSample) and sample.size:
+        return sample.size
+    return sample.image.size if sample.image is not None else None
+
+
+def sample_flags(sample: Sample) -> list[str]:
+    """What reading the sample found (file pages only: unreadable, downscaled, converted ...)."""
+    return list(sample.flags) if isinstance(sample, FileSample) else []
+
+
+def page_record(r: PageResult, strategy: Strategy) -> PageRecord:
+    """A decoded page's record: its flat text parsed into a page, its figures, and its flags
+    (what reading the sample found, the runtime's cuts, the parser's repairs)."""
+    sample = r.sample
+    width, height = sample_size(sample)
+    text = strategy.flat_text(r.graph)
+    parsed = parse_flat(text, width, height, image_path=sample.name)
+    flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
+    return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
+                      flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth)

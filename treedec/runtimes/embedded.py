@@ -1,0 +1,68 @@
+"""`runtime=embedded` (the default): treedec's own engine (`treedec.engine`) as a runtime
+(`treedec.runtimes.base.Runtime`), and its config."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from treedec import phases
+from treedec.data.synth import Sample
+from treedec.engine.engine import Engine, EngineConfig, PageResult
+from treedec.parse_pages import parse_pages
+from treedec.records import RunResult
+from treedec.runtimes.base import config_from
+from treedec.strategies.base import Strategy
+
+
+@dataclass
+class EmbeddedConfig(EngineConfig):
+    """`runtime=embedded` (treedec/conf/runtime/embedded.yaml): the engine's config, plus the
+    torch threads of the process."""
+    threads: int = 2
+    name: str = "embedded"
+
+
+class EmbeddedRuntime:
+    """`runtime=embedded`: treedec's engine (`treedec.engine`), one flat forward per step over
+    every live stream of every page in flight. It runs every strategy as it is asked."""
+
+    name = "embedded"
+    steps_counted = "forward passes in which the page had tokens in the batch (its prompt's prefill: one forward)"
+
+    def __init__(self, cfg: EngineConfig | None = None):
+        self.cfg = cfg or EngineConfig()
+        self.forward_passes = 0
+        self._engine: Engine | None = None
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "EmbeddedRuntime":
+        return cls(config_from(EmbeddedConfig, cfg, "runtime=embedded"))
+
+    def check(self, vlm, strategy: Strategy) -> None:
+        pass
+
+    def notes(self, strategy: Strategy) -> list[str]:
+        return []
+
+    def prepare(self, vlm, strategy: Strategy, samples, progress: bool, clock: phases.PhaseClock
+                ) -> tuple[dict[str, dict], Iterable[Sample]]:
+        stream = getattr(strategy.prepare, "stream", None)
+        if stream is not None:  # drafting beside decoding: pages reach the engine as they are drafted,
+            figures: dict[str, dict] = {}  # each page's figures added as it is (a generator: nothing runs here)
+            return figures, stream(vlm, samples, self.cfg, figures, clock)
+        return (strategy.prepare(vlm, samples, self.cfg, progress) if strategy.prepare else {}), samples
+
+    def prompt(self, vlm, strategy: Strategy, sample: Sample):
+        return vlm.prompt(sample.image, strategy.mode)
+
+    def decode(self, vlm, strategy: Strategy, items) -> Iterator[PageResult]:
+        self.forward_passes = 0  # the strategy's work after decoding adds its own (Strategy.after_decode)
+        self._engine = Engine(vlm.adapter(), strategy, self.cfg)
+        yield from self._engine.run(items)
+        self.forward_passes += self._engine.forward_passes
+
+    def figures(self) -> dict[str, Any]:
+        return self._engine.attention_stats.figures() if self._engine else {}
+
+    def run(self, vlm, strategy: Strategy, samples: Iterable[Sample], **kwargs) -> RunResult:
+        return parse_pages(vlm, strategy, samples, self, **kwargs)
