@@ -2,7 +2,7 @@
 end to end, plotted. A benchmark script, not a test.
 
 Every strategy at every level decodes the same pages from a cold draft cache
-(treedec.runner.parse_pages); a page's latency is end to end (`treedec.speed`): the phases
+(treedec.parse_pages.parse_pages); a page's latency is end to end (`treedec.speed`): the phases
 before decoding (loading, drafting, stage 1: today's runtimes do them for all pages first),
 its queueing and decoding, and its share of writing the outputs. All pages are submitted
 at once, so at low concurrency the queue dominates; the decoding alone (admission to
@@ -96,7 +96,7 @@ def main() -> None:
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import VLMSpec
     from treedec.report import write_report
-    from treedec.runner import parse_pages
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.speed import level_row, measure_levels, page_latencies
     from treedec.strategies.base import build_strategy
 
@@ -112,7 +112,7 @@ def main() -> None:
     def decode(i: int, level: int, progress: bool):
         strategy = build_strategy(specs[i][0], vlm.tokenizer)
         ecfg = EngineConfig(max_pages=level, max_new_tokens=args.max_new_tokens, **specs[i][1])
-        res = charge_write(parse_pages(vlm, strategy, samples, ecfg, progress=False))  # cold drafts
+        res = charge_write(EmbeddedRuntime(ecfg).run(vlm, strategy, samples, progress=False))  # cold drafts
         res.charge("load", load_s)  # every run loads its pages: each page waits for it
         res.strategy = args.strategies[i]
         return res

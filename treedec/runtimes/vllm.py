@@ -23,7 +23,7 @@ drafts, written to a per-engine draft store, as linear chains (HSD's stage 1 is 
 greedy verification keeps the base strategy's pages.
 
 `VLLMRuntime` is this runtime's side of the runtime contract (`treedec.runtimes.base`): the
-per-page bookkeeping is `treedec.runner.parse_pages`, shared with the embedded engine; what
+per-page bookkeeping is `treedec.parse_pages.parse_pages`, shared with the embedded engine; what
 this runtime does differently for a strategy is said once, by `VLLMRuntime.notes` (and in
 the run's summary.json `runtime_notes`); what it cannot run, by `VLLMRuntime.check`. What
 stock vLLM cannot do for our strategies, and what this backend does instead, is in
@@ -125,7 +125,7 @@ class VLLMRuntime:
 
 def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any = None,
                      model_path: str | Path | None = None, progress: bool = True, warmup: bool = True) -> RunResult:
-    """`treedec.runner.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
+    """`treedec.parse_pages.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
     engine steps in which the page had a request running, prefill included)."""
     return VLLMRuntime(cfg, model_path).run(vlm, strategy, samples, progress=progress, warmup=warmup)
 
