@@ -18,7 +18,7 @@ from treedec.drafters.ngram import NgramMatcher
 from treedec.errors import UserError
 from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
 
-from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip
+from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids, run_with_ids
 
 
 # ---------------------------------------------------------------------- no engine
@@ -119,26 +119,27 @@ def _reversed_contents(page):
 
 @pytest.fixture(scope="module")
 def drafted_runs():
-    """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy."""
+    """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy; each run a
+    (RunResult, token ids per page) pair (`run_with_ids`)."""
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
-    from treedec.runner import parse_pages
-    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.runner import EmbeddedRuntime
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples = _vlm(), _samples()
     out = {}
     for name, base in (("hsd", "sequential"), ("padoc_hsd", "padoc")):
-        emb = parse_pages(vlm, build_strategy({"name": base}, vlm.tokenizer), samples,
-                          EngineConfig(max_new_tokens=MAX_NEW, max_pages=4), progress=False)
+        emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)), vlm,
+                           build_strategy({"name": base}, vlm.tokenizer), samples)
         runs = {}
         for kind, make in (("own", lambda p: p), ("junk", _reversed_contents)):
             drafted = [copy.copy(s) for s in samples]
-            for s, rec in zip(drafted, emb.records):
+            for s, rec in zip(drafted, emb[0].records):
                 s.page = make(rec.page)  # drafts=oracle drafts from the sample's page
             strategy = build_strategy({"name": name, "drafts": "oracle"}, vlm.tokenizer)
-            runs[kind] = parse_pages_vllm(vlm, strategy, drafted, VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4),
-                                          model_path=FIXTURE, progress=False)
+            runs[kind] = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm,
+                                      strategy, drafted)
         out[name] = (emb, runs)
     return out
 
@@ -147,9 +148,12 @@ def drafted_runs():
 @pytest.mark.parametrize("name", ["hsd", "padoc_hsd"])
 @pytest.mark.parametrize("kind", ["own", "junk"])
 def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
-    emb, runs = drafted_runs[name]
-    vll = runs[kind]
+    (emb, emb_ids), runs = drafted_runs[name]
+    vll, vll_ids = runs[kind]
     assert vll.strategy == name
+    assert_same_ids(vll_ids, emb_ids)  # every stream, token id for token id
+    # drafts both accepted and rejected: a lossless check where no draft was refused proves less
+    assert sum(v.drafted for v in vll.records) > sum(v.accepted for v in vll.records) > 0
     for e, v in zip(emb.records, vll.records):
         assert v.text == e.text, e.name
         assert v.generated == e.generated and v.streams == e.streams and v.flags == e.flags, e.name
