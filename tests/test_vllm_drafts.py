@@ -83,8 +83,11 @@ def test_proposer_serves_the_store_and_follows_rewrites(tmp_path, monkeypatch):
     ({"name": "padoc_hsd"}, {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
      "speculative_config unset"),
     ({"name": "hsd"}, {"data_parallel_size": 2}, "data_parallel_size"),
-    ({"name": "hpd"}, {}, "hidden states"),
-    ({"name": "padoc_hsd", "mtp": True}, {}, "token ids only"),
+    ({"name": "hpd", "top": 2}, {}, "one chain per request"),
+    ({"name": "padoc_hsd", "mtp": True}, {}, "one speculative method"),
+    ({"name": "mtp"}, {"tensor_parallel_size": 2}, "registered with vLLM in this process"),
+    ({"name": "mtp"}, {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
+     "speculative_config unset"),
 ])
 def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
     from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm

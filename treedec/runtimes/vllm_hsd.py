@@ -1,11 +1,13 @@
-"""HSD's page drafts on the vLLM runtime: which drafting strategies it can run (and why
-not, in one line), where it runs them differently from the embedded engine (`draft_notes`,
-the one place that says so), the engine config that installs treedec's page-draft proposer
-(`vllm_drafts.py`), and the drafts written to the engine's draft store."""
+"""Drafting strategies on the vLLM runtime: which it can run (and why not, in one line),
+where it runs them differently from the embedded engine (`draft_notes`, the one place that
+says so), the engine config that installs their drafter (HSD's page drafts: treedec's
+page-draft proposer, `vllm_drafts.py`; MTP: the head as a Medusa draft model,
+`vllm_mtp.py`), and HSD's drafts written to the engine's draft store."""
 from __future__ import annotations
 
 from treedec.runtimes.vllm_drafts import PROPOSER, DraftStore, page_draft_sequences
 from treedec.runtimes.vllm_engine import VLLMConfig
+from treedec.runtimes.vllm_mtp import mtp_engine_cfg, mtp_notes, mtp_refusal
 from treedec.strategies.base import Strategy
 
 
@@ -30,10 +32,8 @@ def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
 
     name = repr(strategy.name)
     see = "run it with runtime=embedded (see treedec/runtimes/README.md)"
-    if strategy.wants_hidden:  # MTP (mtp, hpd, padoc_hsd mtp=true): the head reads the base model's hidden states
-        return (f"strategy {name} drafts with an MTP head on the base model's hidden states, and vLLM's custom "
-                f"proposer receives token ids only (custom_class: propose(sampled_token_ids, num_tokens_no_spec, "
-                f"token_ids_cpu)): {see}")
+    if strategy.wants_hidden:  # MTP (mtp, hpd): the head as a Medusa draft model (vllm_mtp.py)
+        return mtp_refusal(strategy, cfg)
     if not isinstance(_page_drafter(strategy), PageDraftDrafter) or not hasattr(strategy.prepare, "draft_pages"):
         return (f"strategy {name} drafts with {type(strategy.drafter).__name__}, which has no vLLM proposer (only "
                 f"HSD's page drafts have, served as linear chains): {see}")
@@ -54,6 +54,8 @@ def draft_notes(strategy: Strategy) -> list[str]:
     exact), one line each; nothing for a strategy without drafts."""
     if not drafting(strategy):
         return []
+    if strategy.wants_hidden:
+        return mtp_notes(strategy)
     drafter, prep = _page_drafter(strategy), strategy.prepare
     m, name = drafter.matcher, strategy.name
     notes = [f"{name}: drafts verified as one linear chain per request and step (vLLM has no token trees): where several "
@@ -72,11 +74,14 @@ def draft_notes(strategy: Strategy) -> list[str]:
     return notes
 
 
-def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
+def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm) -> VLLMConfig:
     """`cfg` with the page-draft proposer as vLLM's speculative method (K = the strategy's
-    `max_depth`) and per-request draft counts reported."""
+    `max_depth`) and per-request draft counts reported; for MTP strategies, the head bound
+    to `vlm` as a Medusa draft model (`vllm_mtp.mtp_engine_cfg`)."""
     from dataclasses import replace
 
+    if strategy.wants_hidden:
+        return mtp_engine_cfg(strategy, cfg, vlm)
     if cfg.speculative_config:  # already the proposer's (draft_refusal lets no other through)
         return cfg
     spec = {"method": "custom_class", "model": PROPOSER,
@@ -88,7 +93,9 @@ def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig) -> VLLMConfig:
 def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples: list) -> dict[str, dict]:
     """Draft every page (pipeline OCR, or the ground truth for `drafts=oracle`; before stage 1,
     see `draft_notes`) and write the sequences to the engine's draft store. Returns per-page
-    figures, as `prepare` does."""
+    figures, as `prepare` does; nothing for MTP strategies (the head drafts in the engine)."""
+    if strategy.wants_hidden:
+        return {}
     prep, drafter = strategy.prepare, _page_drafter(strategy)
     pages = prep.draft_pages(vlm, samples)
     m = drafter.matcher
