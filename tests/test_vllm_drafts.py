@@ -107,9 +107,15 @@ def test_a_drafter_without_a_proposer_is_refused():
     from treedec.strategies.base import STRATEGIES
     from treedec.tokenizer import Tokenizer
 
+    class OtherDrafter:
+        def propose(self, graph, sid, sample, state=None):
+            return None
+
     strategy = STRATEGIES.get("sequential")(Tokenizer())
-    strategy.drafter = SequenceDrafter()
-    assert "SequenceDrafter" in draft_refusal(strategy, VLLMConfig())
+    strategy.drafter = OtherDrafter()
+    assert "OtherDrafter" in draft_refusal(strategy, VLLMConfig())
+    strategy.drafter = SequenceDrafter()  # per-sample sequences (HSD stage 1's crops): served from the store
+    assert draft_refusal(strategy, VLLMConfig()) is None
 
 
 # ---------------------------------------------------------------------- one engine
@@ -140,7 +146,7 @@ def drafted_runs():
             drafted = [copy.copy(s) for s in samples]
             for s, rec in zip(drafted, emb[0].records):
                 s.page = make(rec.page)  # drafts=oracle drafts from the sample's page
-            strategy = build_strategy({"name": name, "drafts": "oracle"}, vlm.tokenizer)
+            strategy = build_strategy({"name": name, "drafts": "oracle", "stage1": False}, vlm.tokenizer)
             runs[kind] = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm,
                                       strategy, drafted)
         out[name] = (emb, runs)
@@ -160,7 +166,7 @@ def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
     for e, v in zip(emb.records, vll.records):
         assert v.text == e.text, e.name
         assert v.generated == e.generated and v.streams == e.streams and v.flags == e.flags, e.name
-        assert v.extra["draft_source"] == "oracle" and v.extra["stage1_crops"] == 0, e.name  # no stage 1 on vLLM
+        assert v.extra["draft_source"] == "oracle" and v.extra["stage1_crops"] == 0, e.name  # stage1=false
         assert v.drafted >= v.accepted > 0, e.name
         assert v.steps < e.steps, e.name  # base steps: the same on both runtimes (test_vllm_backend)
         assert v.accepted_per_step > 1, e.name
@@ -176,3 +182,49 @@ def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs
     stores = [e.drafts for e in _ENGINES.values() if e.drafts is not None]
     assert len(stores) == 1
     assert stores[0].read().drafts == []  # a finished run leaves no drafts behind
+
+
+@pytest.fixture(scope="module")
+def stage1_runs(drafted_runs):
+    """`hsd` with stage 1 (oracle drafts = the model's own pages) on both runtimes, 2 pages:
+    per runtime (RunResult, ids per page, the drafts stage 2 verified: [stage-1 page, draft])."""
+    from treedec.engine.engine import EngineConfig
+    from treedec.runner import EmbeddedRuntime
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm_hsd import _page_drafter
+    from treedec.strategies.base import build_strategy
+
+    (emb, _), _ = drafted_runs["hsd"]
+    vlm = _vlm()
+    samples = [copy.copy(s) for s in _samples(2)]
+    for s, rec in zip(samples, emb.records):
+        s.page = rec.page
+    out = {}
+    for runtime in (EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)),
+                    VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE)):
+        strategy = build_strategy({"name": "hsd", "drafts": "oracle"}, vlm.tokenizer)
+        res, ids = run_with_ids(runtime, vlm, strategy, samples)
+        out[runtime.name] = (res, ids, _page_drafter(strategy).pages)
+    return out
+
+
+@pytest.mark.xdist_group("vllm")
+def test_vllm_runs_hsd_stage1_as_the_embedded_engine(drafted_runs, stage1_runs):
+    """Stage 1 on vLLM: the crops decoded there refine the drafts exactly as on the embedded
+    engine (the same stage-1 text per page); the pages stay the base strategy's."""
+    (_, base_ids), _ = drafted_runs["hsd"]
+    emb, emb_ids, emb_drafts = stage1_runs["embedded"]
+    vll, vll_ids, vll_drafts = stage1_runs["vllm"]
+    pages = [r.name for r in vll.records]  # vll_ids also has the crops, decoded by the same (wrapped) runtime
+    assert any("#" in n for n in vll_ids) and pages == [r.name for r in emb.records]
+    assert_same_ids({n: vll_ids[n] for n in pages}, {n: emb_ids[n] for n in pages})
+    assert_same_ids({n: vll_ids[n] for n in pages}, {n: base_ids[n] for n in pages})
+    assert not any("stage 1 (decoding the draft regions' crops) is skipped" in n for n in vll.notes)
+    for e, v in zip(emb.records, vll.records):
+        assert v.extra["stage1_crops"] == e.extra["stage1_crops"] > 0, e.name
+        # stage-1 steps not compared: the crops get other drafts on vLLM (matched over all crops)
+        assert v.extra["stage1_steps"] > 0 and e.extra["stage1_steps"] > 0, e.name
+        stage1 = [b.content for b in vll_drafts[v.name][0].reading_order()]
+        assert stage1 == [b.content for b in emb_drafts[e.name][0].reading_order()], e.name
+        assert stage1 != [b.content for b in vll_drafts[v.name][1].reading_order()], e.name  # stage 1 changed them
+    assert sum(r.drafted for r in vll.records) > sum(r.accepted for r in vll.records) > 0

@@ -19,8 +19,9 @@ its share of the pages (what vLLM's offline data-parallel recipe does for dense 
 
 Drafting strategies (`hsd`, `padoc_hsd`) run through vLLM's speculative decoding: the
 engine gets treedec's `custom_class` proposer (`vllm_drafts.py`), which serves the pages'
-drafts, written to a per-engine draft store, as linear chains (HSD's stage 1 is skipped);
-greedy verification keeps the base strategy's pages. MTP strategies (`mtp`, `hpd`) run
+drafts (refined by HSD stage 1, whose crops this runtime decodes first), written to a
+per-engine draft store, as linear chains; greedy verification keeps the base strategy's
+pages. MTP strategies (`mtp`, `hpd`) run
 their head as a vLLM Medusa draft model on the target's hidden states (`vllm_mtp.py`).
 
 `VLLMRuntime` is this runtime's side of the runtime contract (`treedec.runtimes.base`): the
@@ -90,12 +91,13 @@ class VLLMRuntime:
         return draft_notes(strategy)
 
     def prepare(self, vlm, strategy: Strategy, samples: list, progress: bool, clock) -> tuple[dict[str, dict], list]:
-        """HSD's drafting strategies: every page's drafts written to the engine's draft store
-        before decoding (no stage 1; vLLM's proposer reads the store, so no drafting beside
-        decoding). MTP strategies: nothing (the head drafts inside the engine)."""
+        """HSD's drafting strategies: every page's drafts (after stage 1, whose crops this
+        runtime decodes first) written to the engine's draft store before decoding (vLLM's
+        proposer reads the store, so no drafting beside decoding). MTP strategies: nothing
+        (the head drafts inside the engine)."""
         if not drafting(strategy):
             return {}, samples
-        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples), samples
+        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples, self, progress), samples
 
     def prompt(self, vlm, strategy: Strategy, sample) -> Any:
         return sample.image  # vLLM's processor builds the pixels (the same as the embedded engine's)
