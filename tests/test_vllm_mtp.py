@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from treedec.drafters.mtp import HEAD_DIR
+from treedec.engine.draft_stats import depth_figures
 from treedec.models.mtp_head import CONFIG
 from treedec.models.vlm import SHIPPED
 
@@ -97,4 +98,7 @@ def test_vllm_mtp_pages_equal_the_base_strategys(runs, name):
     assert spec.runtime == "vllm" and any("medusa" in n for n in spec.notes)
     accepted, drafted = sum(r.accepted for r in spec.records), sum(r.drafted for r in spec.records)
     assert drafted > accepted > 0  # drafts both accepted and rejected
+    by_depth = depth_figures(r.by_depth for r in spec.records)  # from vLLM's per-step draft metrics
+    assert len(by_depth["drafts_by_depth"]) == 6 and by_depth["drafts_by_depth"][0][1] > 0
+    assert sum(p for p, _ in by_depth["drafts_by_depth"]) == drafted  # every draft token at its depth
     assert sum(r.steps for r in spec.records) < sum(r.steps for r in base.records)

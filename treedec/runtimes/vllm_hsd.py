@@ -100,7 +100,7 @@ def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm) -> VLLMConfig:
     spec = {"method": "custom_class", "model": PROPOSER,
             "num_speculative_tokens": int(_page_drafter(strategy).matcher.max_depth)}
     return replace(cfg, speculative_config=spec,
-                   engine_args={"per_request_spec_decode_metrics": "summary", **dict(cfg.engine_args)})
+                   engine_args={"per_request_spec_decode_metrics": "detailed", **dict(cfg.engine_args)})
 
 
 def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples: list, runtime=None,

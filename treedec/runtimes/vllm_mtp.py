@@ -164,7 +164,7 @@ def mtp_engine_cfg(strategy, cfg, vlm):
     d = mtp_drafter(strategy)
     register()
     spec = {"method": "medusa", "model": str(draft_dir(vlm, d, d.k)), "num_speculative_tokens": int(d.k)}
-    args = {"per_request_spec_decode_metrics": "summary", **dict(cfg.engine_args)}
+    args = {"per_request_spec_decode_metrics": "detailed", **dict(cfg.engine_args)}
     # vllm/config/speculative.py:1320 reads the target's `hf_config.vocab_size` for a medusa
     # draft; a VLM's config keeps it in text_config: copied to the top (vLLM's Idefics3 reads
     # text_config's)
