@@ -1,5 +1,5 @@
 """runtime=vllm against runtime=embedded: greedy, the same checkpoint, the same pages,
-token for token (sequential and padoc).
+token id for token id (every stream's ids, sequential and padoc).
 
 The checkpoint is tests/assets/vllm_tiny (remade by tests/assets/make_vllm_fixture.py): a
 tiny VLM overfit on two synthetic pages, so that it forks and writes content. The vLLM
@@ -41,6 +41,36 @@ def _vlm():
     return VLM.load(FIXTURE)
 
 
+def stream_ids(graph) -> list[tuple]:
+    """A page's decoding graph as token ids: per stream (parent, fork point, label, ids)."""
+    return [(s.parent, s.fork_at, s.label, list(s.tokens)) for s in graph.streams]
+
+
+def run_with_ids(runtime, vlm, strategy, samples):
+    """`runtime.run(...)` and the token ids the runtime decoded, per page (`stream_ids`): its
+    `decode` wrapped, so what is compared is what the decoder returned (vLLM: the ids it
+    streamed), not text made from them. The warm-up's page is overwritten by the timed run."""
+    ids: dict[str, list[tuple]] = {}
+    decode = runtime.decode
+
+    def recording(*args):
+        for r in decode(*args):
+            ids[r.name] = stream_ids(r.graph)
+            yield r
+
+    runtime.decode = recording
+    return runtime.run(vlm, strategy, samples, progress=False), ids
+
+
+def assert_same_ids(got: dict, want: dict) -> None:
+    """Every page, every stream, token id for token id."""
+    assert sorted(got) == sorted(want)
+    for name, streams in want.items():
+        assert len(got[name]) == len(streams), name
+        for g, w in zip(got[name], streams):
+            assert g == w, (name, g[:3], next((i for i, (a, b) in enumerate(zip(g[3], w[3])) if a != b), None))
+
+
 def test_serving_files_expand_one_image_into_our_prompt():
     """What vLLM's Idefics3 processor does with the checkpoint's files: one `<image>` becomes
     our image prompt, and the page becomes our pixels exactly."""
@@ -66,17 +96,16 @@ def both_runtimes():
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import STRATEGIES
 
     vlm, samples = _vlm(), _samples()
     out = {}
     for name in ("sequential", "padoc"):
         strategy = STRATEGIES.get(name)(vlm.tokenizer)
-        emb = EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)).run(vlm, strategy, samples,
-                                                                                     progress=False)
-        vll = parse_pages_vllm(vlm, strategy, samples, VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4),
-                               model_path=FIXTURE, progress=False)
+        emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)), vlm, strategy, samples)
+        vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm, strategy,
+                           samples)
         out[name] = (emb, vll)
     return out
 
@@ -84,10 +113,11 @@ def both_runtimes():
 @pytest.mark.xdist_group("vllm")
 @pytest.mark.parametrize("strategy", ["sequential", "padoc"])
 def test_vllm_pages_equal_embedded_pages(both_runtimes, strategy):
-    emb, vll = both_runtimes[strategy]
+    (emb, emb_ids), (vll, vll_ids) = both_runtimes[strategy]
     assert [r.name for r in emb.records] == [r.name for r in vll.records]
+    assert_same_ids(vll_ids, emb_ids)  # every stream, token id for token id
     for e, v in zip(emb.records, vll.records):
-        assert v.text == e.text, e.name  # the flat form, token for token (char tokenizer)
+        assert v.text == e.text, e.name
         assert v.generated == e.generated and v.streams == e.streams, e.name
         assert v.flags == e.flags, e.name
         # steps: scheduler iterations in which the page had a request running = the engine's critical path
@@ -102,12 +132,25 @@ def test_vllm_pages_equal_embedded_pages(both_runtimes, strategy):
 
 
 @pytest.mark.xdist_group("vllm")
+def test_the_id_check_sees_one_changed_id(both_runtimes):
+    """`assert_same_ids` on the runs above fails when one id of one stream differs."""
+    (_, emb_ids), (_, vll_ids) = both_runtimes["padoc"]
+    assert_same_ids(vll_ids, emb_ids)
+    name = next(n for n, streams in vll_ids.items() if len(streams) > 2)
+    changed = {n: [(*s[:3], list(s[3])) for s in streams] for n, streams in vll_ids.items()}
+    ids = changed[name][-1][3]
+    ids[len(ids) // 2] += 1
+    with pytest.raises(AssertionError, match=name):
+        assert_same_ids(changed, emb_ids)
+
+
+@pytest.mark.xdist_group("vllm")
 def test_run_command_with_runtime_vllm(tmp_path, both_runtimes):
     """`python -m treedec run runtime=vllm strategy=padoc compare=sequential` on the same
     page images writes the embedded engine's pages."""
     from treedec.io import page_to_markdown
 
-    emb, _ = both_runtimes["padoc"]
+    (emb, _), _ = both_runtimes["padoc"]
     images = tmp_path / "images"
     images.mkdir()
     for sample in _samples():

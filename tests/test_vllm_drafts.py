@@ -18,7 +18,7 @@ from treedec.drafters.ngram import NgramMatcher
 from treedec.errors import UserError
 from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
 
-from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip
+from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids, run_with_ids
 
 
 # ---------------------------------------------------------------------- no engine
@@ -83,8 +83,11 @@ def test_proposer_serves_the_store_and_follows_rewrites(tmp_path, monkeypatch):
     ({"name": "padoc_hsd"}, {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
      "speculative_config unset"),
     ({"name": "hsd"}, {"data_parallel_size": 2}, "data_parallel_size"),
-    ({"name": "hpd"}, {}, "hidden states"),
-    ({"name": "padoc_hsd", "mtp": True}, {}, "token ids only"),
+    ({"name": "hpd", "top": 2}, {}, "one chain per request"),
+    ({"name": "padoc_hsd", "mtp": True}, {}, "one speculative method"),
+    ({"name": "mtp"}, {"tensor_parallel_size": 2}, "registered with vLLM in this process"),
+    ({"name": "mtp"}, {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2}},
+     "speculative_config unset"),
 ])
 def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
     from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
@@ -104,9 +107,15 @@ def test_a_drafter_without_a_proposer_is_refused():
     from treedec.strategies.base import STRATEGIES
     from treedec.tokenizer import Tokenizer
 
+    class OtherDrafter:
+        def propose(self, graph, sid, sample, state=None):
+            return None
+
     strategy = STRATEGIES.get("sequential")(Tokenizer())
-    strategy.drafter = SequenceDrafter()
-    assert "SequenceDrafter" in draft_refusal(strategy, VLLMConfig())
+    strategy.drafter = OtherDrafter()
+    assert "OtherDrafter" in draft_refusal(strategy, VLLMConfig())
+    strategy.drafter = SequenceDrafter()  # per-sample sequences (HSD stage 1's crops): served from the store
+    assert draft_refusal(strategy, VLLMConfig()) is None
 
 
 # ---------------------------------------------------------------------- one engine
@@ -119,26 +128,27 @@ def _reversed_contents(page):
 
 @pytest.fixture(scope="module")
 def drafted_runs():
-    """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy."""
+    """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy; each run a
+    (RunResult, token ids per page) pair (`run_with_ids`)."""
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples = _vlm(), _samples()
     out = {}
     for name, base in (("hsd", "sequential"), ("padoc_hsd", "padoc")):
-        emb = EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)).run(
-            vlm, build_strategy({"name": base}, vlm.tokenizer), samples, progress=False)
+        emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)), vlm,
+                           build_strategy({"name": base}, vlm.tokenizer), samples)
         runs = {}
         for kind, make in (("own", lambda p: p), ("junk", _reversed_contents)):
             drafted = [copy.copy(s) for s in samples]
-            for s, rec in zip(drafted, emb.records):
+            for s, rec in zip(drafted, emb[0].records):
                 s.page = make(rec.page)  # drafts=oracle drafts from the sample's page
-            strategy = build_strategy({"name": name, "drafts": "oracle"}, vlm.tokenizer)
-            runs[kind] = parse_pages_vllm(vlm, strategy, drafted, VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4),
-                                          model_path=FIXTURE, progress=False)
+            strategy = build_strategy({"name": name, "drafts": "oracle", "stage1": False}, vlm.tokenizer)
+            runs[kind] = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm,
+                                      strategy, drafted)
         out[name] = (emb, runs)
     return out
 
@@ -147,13 +157,16 @@ def drafted_runs():
 @pytest.mark.parametrize("name", ["hsd", "padoc_hsd"])
 @pytest.mark.parametrize("kind", ["own", "junk"])
 def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
-    emb, runs = drafted_runs[name]
-    vll = runs[kind]
+    (emb, emb_ids), runs = drafted_runs[name]
+    vll, vll_ids = runs[kind]
     assert vll.strategy == name
+    assert_same_ids(vll_ids, emb_ids)  # every stream, token id for token id
+    # drafts both accepted and rejected: a lossless check where no draft was refused proves less
+    assert sum(v.drafted for v in vll.records) > sum(v.accepted for v in vll.records) > 0
     for e, v in zip(emb.records, vll.records):
         assert v.text == e.text, e.name
         assert v.generated == e.generated and v.streams == e.streams and v.flags == e.flags, e.name
-        assert v.extra["draft_source"] == "oracle" and v.extra["stage1_crops"] == 0, e.name  # no stage 1 on vLLM
+        assert v.extra["draft_source"] == "oracle" and v.extra["stage1_crops"] == 0, e.name  # stage1=false
         assert v.drafted >= v.accepted > 0, e.name
         assert v.steps < e.steps, e.name  # base steps: the same on both runtimes (test_vllm_backend)
         assert v.accepted_per_step > 1, e.name
@@ -169,3 +182,49 @@ def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs
     stores = [e.drafts for e in _ENGINES.values() if e.drafts is not None]
     assert len(stores) == 1
     assert stores[0].read().drafts == []  # a finished run leaves no drafts behind
+
+
+@pytest.fixture(scope="module")
+def stage1_runs(drafted_runs):
+    """`hsd` with stage 1 (oracle drafts = the model's own pages) on both runtimes, 2 pages:
+    per runtime (RunResult, ids per page, the drafts stage 2 verified: [stage-1 page, draft])."""
+    from treedec.engine.engine import EngineConfig
+    from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm_hsd import _page_drafter
+    from treedec.strategies.base import build_strategy
+
+    (emb, _), _ = drafted_runs["hsd"]
+    vlm = _vlm()
+    samples = [copy.copy(s) for s in _samples(2)]
+    for s, rec in zip(samples, emb.records):
+        s.page = rec.page
+    out = {}
+    for runtime in (EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)),
+                    VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE)):
+        strategy = build_strategy({"name": "hsd", "drafts": "oracle"}, vlm.tokenizer)
+        res, ids = run_with_ids(runtime, vlm, strategy, samples)
+        out[runtime.name] = (res, ids, _page_drafter(strategy).pages)
+    return out
+
+
+@pytest.mark.xdist_group("vllm")
+def test_vllm_runs_hsd_stage1_as_the_embedded_engine(drafted_runs, stage1_runs):
+    """Stage 1 on vLLM: the crops decoded there refine the drafts exactly as on the embedded
+    engine (the same stage-1 text per page); the pages stay the base strategy's."""
+    (_, base_ids), _ = drafted_runs["hsd"]
+    emb, emb_ids, emb_drafts = stage1_runs["embedded"]
+    vll, vll_ids, vll_drafts = stage1_runs["vllm"]
+    pages = [r.name for r in vll.records]  # vll_ids also has the crops, decoded by the same (wrapped) runtime
+    assert any("#" in n for n in vll_ids) and pages == [r.name for r in emb.records]
+    assert_same_ids({n: vll_ids[n] for n in pages}, {n: emb_ids[n] for n in pages})
+    assert_same_ids({n: vll_ids[n] for n in pages}, {n: base_ids[n] for n in pages})
+    assert not any("stage 1 (decoding the draft regions' crops) is skipped" in n for n in vll.notes)
+    for e, v in zip(emb.records, vll.records):
+        assert v.extra["stage1_crops"] == e.extra["stage1_crops"] > 0, e.name
+        # stage-1 steps not compared: the crops get other drafts on vLLM (matched over all crops)
+        assert v.extra["stage1_steps"] > 0 and e.extra["stage1_steps"] > 0, e.name
+        stage1 = [b.content for b in vll_drafts[v.name][0].reading_order()]
+        assert stage1 == [b.content for b in emb_drafts[e.name][0].reading_order()], e.name
+        assert stage1 != [b.content for b in vll_drafts[v.name][1].reading_order()], e.name  # stage 1 changed them
+    assert sum(r.drafted for r in vll.records) > sum(r.accepted for r in vll.records) > 0

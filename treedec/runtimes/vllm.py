@@ -19,8 +19,10 @@ its share of the pages (what vLLM's offline data-parallel recipe does for dense 
 
 Drafting strategies (`hsd`, `padoc_hsd`) run through vLLM's speculative decoding: the
 engine gets treedec's `custom_class` proposer (`vllm_drafts.py`), which serves the pages'
-drafts, written to a per-engine draft store, as linear chains (HSD's stage 1 is skipped);
-greedy verification keeps the base strategy's pages.
+drafts (refined by HSD stage 1, whose crops this runtime decodes first), written to a
+per-engine draft store, as linear chains; greedy verification keeps the base strategy's
+pages. MTP strategies (`mtp`, `hpd`) run
+their head as a vLLM Medusa draft model on the target's hidden states (`vllm_mtp.py`).
 
 `VLLMRuntime` is this runtime's side of the runtime contract (`treedec.runtimes.base`): the
 per-page bookkeeping is `treedec.parse_pages.parse_pages`, shared with the embedded engine; what
@@ -30,7 +32,8 @@ stock vLLM cannot do for our strategies, and what this backend does instead, is 
 README.md beside this file.
 
 The parts: `vllm_engine.py` (config, serving folder, engine), `vllm_runner.py` (streams as
-requests), `vllm_hsd.py` (drafting strategies), `vllm_drafts.py` (the proposer); this file
+requests), `vllm_hsd.py` (drafting strategies), `vllm_drafts.py` (the page-draft proposer),
+`vllm_mtp.py` (the MTP head as a Medusa draft model); this file
 adapts them to the contract, on one engine or on data-parallel ones.
 """
 from __future__ import annotations
@@ -66,15 +69,17 @@ class VLLMRuntime:
         self.forward_passes = 0
         self._figures: dict[str, Any] = {}
 
-    def _cfg(self, strategy: Strategy) -> VLLMConfig:
-        """The engine config for `strategy`: a drafting one's installs the page-draft proposer."""
-        return draft_engine_cfg(strategy, self.cfg) if drafting(strategy) else self.cfg
+    def _cfg(self, vlm: VLM, strategy: Strategy) -> VLLMConfig:
+        """The engine config for `strategy`: a drafting one's installs its drafter (HSD's
+        page-draft proposer, or the MTP head as a Medusa draft model)."""
+        return draft_engine_cfg(strategy, self.cfg, vlm) if drafting(strategy) else self.cfg
 
     def _served(self, vlm: VLM, strategy: Strategy) -> Served:
         if not isinstance(vlm, ServedPageModel):  # the one model capability vLLM needs beyond the engine's
             raise UserError(f"runtime=vllm serves models whose prompt does not depend on the image (treedec's own "
                             f"VLM); {type(vlm).__name__} checkpoints run with runtime=embedded")
-        return get_engine(serving_dir(vlm, self.model_path), self._cfg(strategy), len(vlm.prompt_ids(strategy.mode)))
+        return get_engine(serving_dir(vlm, self.model_path), self._cfg(vlm, strategy),
+                          len(vlm.prompt_ids(strategy.mode)))
 
     def check(self, vlm, strategy: Strategy) -> None:
         if strategy.after_decode:
@@ -87,11 +92,13 @@ class VLLMRuntime:
         return draft_notes(strategy)
 
     def prepare(self, vlm, strategy: Strategy, samples: list, progress: bool, clock) -> tuple[dict[str, dict], list]:
-        """Drafting strategies: every page's drafts written to the engine's draft store before
-        decoding (no stage 1; vLLM's proposer reads the store, so no drafting beside decoding)."""
+        """HSD's drafting strategies: every page's drafts (after stage 1, whose crops this
+        runtime decodes first) written to the engine's draft store before decoding (vLLM's
+        proposer reads the store, so no drafting beside decoding). MTP strategies: nothing
+        (the head drafts inside the engine)."""
         if not drafting(strategy):
             return {}, samples
-        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples), samples
+        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples, self, progress), samples
 
     def prompt(self, vlm, strategy: Strategy, sample) -> Any:
         return sample.image  # vLLM's processor builds the pixels (the same as the embedded engine's)
@@ -99,7 +106,7 @@ class VLLMRuntime:
     def decode(self, vlm, strategy: Strategy, items: Iterable) -> Iterator[PageResult]:
         served = self._served(vlm, strategy)
         served.engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable
-        runner = VLLMRunner(served, vlm, strategy, self._cfg(strategy))
+        runner = VLLMRunner(served, vlm, strategy, self._cfg(vlm, strategy))
         try:
             yield from runner.run(items)
         finally:

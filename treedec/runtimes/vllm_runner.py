@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from treedec.engine.draft import DraftTree
 from treedec.engine.engine import PageResult, PageState
 from treedec.engine.policy import Fork
 from treedec.engine.new_token import may_fork, take_token
@@ -40,7 +41,7 @@ class VLLMRunner:
     def __init__(self, served: Served, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
         if drafting(strategy):
             why = draft_refusal(strategy, cfg)
-            if why is None and served.drafts is None:
+            if why is None and served.drafts is None and not strategy.wants_hidden:
                 why = (f"strategy {strategy.name!r} needs an engine with treedec's page-draft proposer "
                        "(VLLMRuntime builds it and writes the drafts)")
             if why:
@@ -109,7 +110,8 @@ class VLLMRunner:
         now = time.perf_counter()
         return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
                           page.flags, page.timeline, page.sample, page.drafted, page.accepted,
-                          extra={"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached})
+                          extra={"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached},
+                          by_depth=page.by_depth)
 
     # ------------------------------------------------------------------ requests
     def _prompt(self, page: _Page, sid: int) -> list[int] | None:
@@ -167,6 +169,10 @@ class VLLMRunner:
         metrics = getattr(comp, "spec_decode_metrics", None)  # at finish, with per_request_spec_decode_metrics
         if metrics is not None:
             page.drafted += int(metrics.num_draft_tokens)
+            # "detailed": one (drafted, accepted) per verify step -> per-depth counts (acceptance_by_depth)
+            for d, a in zip(metrics.per_step_drafted, metrics.per_step_accepted):
+                if d:
+                    page.count_depths(DraftTree.chain([0] * d), a)  # a chain of d drafts: only its depths count
         if s.live and out.finished:  # vLLM stopped it for a reason of its own (e.g. max_model_len)
             page.graph.finish(sid, f"vllm: {comp.finish_reason}", cut=True)
             page.flags.append(f"cut: stream {sid} ({s.label}) stopped by vLLM ({comp.finish_reason}: "
