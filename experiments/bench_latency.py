@@ -2,20 +2,24 @@
 end to end, plotted. A benchmark script, not a test.
 
 Every strategy at every level decodes the same pages from a cold draft cache
-(treedec.parse_pages.parse_pages); a page's latency is end to end (`treedec.speed`): the phases
-before decoding (loading, drafting, stage 1: today's runtimes do them for all pages first),
-its queueing and decoding, and its share of writing the outputs. All pages are submitted
-at once, so at low concurrency the queue dominates; the decoding alone (admission to
-finish) is reported beside it. Use at least 128 pages so that 64 in flight is a steady state.
+(treedec.parse_pages.parse_pages); a page's latency is end to end (`treedec.speed`): what
+was done for every page before decoding started (loading; drafting and stage 1 where they
+run first), its queueing (with drafting beside decoding, `draft_workers`: waiting for its own
+draft) and decoding, and its share of writing the outputs. All pages are submitted at once,
+so at low concurrency the queue dominates; the decoding alone (admission to finish) is
+reported beside it. Use at least 128 pages so that 64 in flight is a steady state. Each row
+also holds the run's speed figures (steps, rows per step, phases per page), which
+experiments/cost_model.py reads.
 
     python experiments/bench_latency.py [--model PATH|random] [--pages 128] [--concurrency 1 4 16 64]
-        [--strategies sequential padoc hsd padoc_hsd] [--out runs/bench_latency]
+        [--strategies sequential padoc ... (default: every strategy)] [--out runs/bench_latency]
+    python experiments/bench_latency.py --replot --out DIR   # redraw the plot from DIR's JSON
 
-Running time on the 2-core CPU, shipped model, quiet machine (estimate from the per-page
-costs: decoding ~0.2-0.4 s per page and strategy at 1 in flight, pipeline drafting ~1-3 s
-per page cold): about 5 min per level for sequential and padoc, 10-25 min per level for
-hsd and padoc_hsd, so about 1.5-2.5 hours for the defaults. Writes bench_latency.json,
-bench_latency.png and report.html.
+Running time, measured on the 2-core CPU, shipped model, quiet machine, 128 pages at 1/4/16/64:
+38 min for sequential, padoc, table_rows, crops, mtp, hpd (2275 s); the drafting strategies
+cost about 4 min per level each more (the pipeline OCR's ~3.4 CPU-s per page, cold at every
+level), so about 1h45 for the defaults. Writes bench_latency.json, bench_latency.png (pages/s
+and the quantiles vs pages in flight) and report.html.
 """
 from __future__ import annotations
 

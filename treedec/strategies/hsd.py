@@ -95,7 +95,10 @@ class TwoStages:
                figures: dict[str, dict]) -> dict:
         """What stage 2 drafts from, per page of `drafted`: with stage 1, a copy of its draft
         whose crop regions hold the model's reading of their crops (beside the draft itself,
-        with stage2_drafts=both), each page's stage-1 figures added to `figures`."""
+        with stage2_drafts=both), each page's stage-1 figures added to `figures`. The crops are
+        decoded by `engine_cfg`'s runtime: an engine config for the embedded one, or a Runtime
+        (the vLLM runtime hands itself)."""
+        from treedec.engine.engine import EngineConfig
         from treedec.runtimes.embedded import EmbeddedRuntime
 
         if not self.stage1:
@@ -114,8 +117,9 @@ class TwoStages:
         seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
         crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
                                  drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
-        records = EmbeddedRuntime(engine_cfg).run(vlm, crop_strategy, [c for _, _, c in jobs], progress=progress,
-                                                  warmup=False).records
+        runtime = EmbeddedRuntime(engine_cfg) if isinstance(engine_cfg, EngineConfig) else engine_cfg
+        records = runtime.run(vlm, crop_strategy, [c for _, _, c in jobs], progress=progress,
+                              warmup=False).records
         for (name, block, _), rec in zip(jobs, records):
             block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
             f = figures[name]
