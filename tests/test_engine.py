@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -104,11 +106,13 @@ def test_blocked_attention_step_equals_the_dense_mask():
     for attention in ("dense", "blocked"):
         eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=4, attention=attention),
                      [PerPrompt()])
-        eng.policy.draft = lambda graph, sid, sample, state=None: DraftTree([7, 8, 9, 10], [-1, 0, 0, 2])  # a tree on every stream
+        eng.policy.drafter = SimpleNamespace(  # a tree on every stream
+            propose=lambda graph, sid, sample, state=None: DraftTree([7, 8, 9, 10], [-1, 0, 0, 2]))
         seen = []
         step = eng.model.step
         eng.model.step = lambda *a, **k: seen.append(step(*a, **k)) or seen[-1]
-        list(eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)]))
+        res = list(eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)]))
+        assert sum(r.drafted for r in res) > 0  # the trees were verified
         logits[attention] = seen
     assert len(logits["dense"]) == len(logits["blocked"]) > 3
     for a, b in zip(logits["dense"], logits["blocked"]):

@@ -47,7 +47,7 @@ class Replay:
     def __init__(self, reference: dict[str, list[list[int]]]):
         self.ref = reference
 
-    def __call__(self, graph, sid, sample, state=None):
+    def propose(self, graph, sid, sample, state=None):
         s = graph[sid]
         ref = self.ref[sample][sid] if sid < len(self.ref[sample]) else []
         true = ref[len(s.tokens):len(s.tokens) + 2]
@@ -61,7 +61,7 @@ def _decode(model, prompts, procs, attention, ratio, drafts=None):
                  EngineConfig(max_pages=5, attention=attention, bucket_ratio=ratio, compact_min=64, compact_ratio=0.3),
                  [PerPrompt(prompts, procs)])
     if drafts is not None:
-        eng.policy.draft = drafts
+        eng.policy.drafter = drafts
     logits = []
     step = eng.model.step
     eng.model.step = lambda *a, **k: logits.append(step(*a, **k)) or logits[-1]
