@@ -16,12 +16,7 @@ class FirstOf:
         self._by = weakref.WeakKeyDictionary()  # page graph -> stream -> drafter of its last proposal
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
-        for d in self.drafters:
-            tree = d.propose(graph, sid, sample, state)
-            if tree:
-                self._by.setdefault(graph, {})[sid] = d
-                return tree
-        return None
+        return self.propose_many([(graph, sid, sample, state)])[0]
 
     def propose_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
                      ) -> list[DraftTree | None]:
@@ -43,4 +38,3 @@ class FirstOf:
         observe = getattr(d, "observe", None)
         if observe is not None:
             observe(graph, sid, sample, tree, verdict)
-

@@ -101,14 +101,20 @@ class MTPDraftModel:
         n = len(last)
         h, y = self.head(hidden.to(dtype), self.embed(torch.tensor(last)).to(dtype))
         prev = self.lm_head(y).topk(top).indices.reshape(n * top)  # stream-major: stream i's alternatives
-        h = h.repeat_interleave(top, 0)
-        out = [prev]
-        for _ in range((k or self.head.cfg.k) - 1):
-            h, y = self.head(h, self.embed(prev).to(dtype))
-            prev = self.lm_head(y).argmax(-1)
-            out.append(prev)
-        rows = torch.stack(out, 1).tolist()  # [n * top, k]
+        rest = self.greedy_logits(h.repeat_interleave(top, 0), prev, (k or self.head.cfg.k) - 1)
+        rows = torch.stack([prev] + [logits.argmax(-1) for logits in rest], 1).tolist()  # [n * top, k]
         return [rows[i * top:(i + 1) * top] for i in range(n)]
+
+    def greedy_logits(self, h: torch.Tensor, prev: torch.Tensor, depths: int) -> list[torch.Tensor]:
+        """The head continued greedily for `depths` depths from states h [n, H] after tokens
+        prev [n]: each depth's logits [n, V] (its argmax feeds the next depth)."""
+        dtype = self.lm_head.weight.dtype
+        out = []
+        for _ in range(depths):
+            h, y = self.head(h, self.embed(prev).to(dtype))
+            out.append(self.lm_head(y))
+            prev = out[-1].argmax(-1)
+        return out
 
 
 def save_head(head: MTPHead, directory: str | Path, base: str, extra: dict | None = None) -> Path:

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from treedec.models.mtp_head import MTPConfig, MTPHead
+from treedec.models.mtp_head import MTPConfig, MTPDraftModel, MTPHead
 
 ARCH = "TreedecMTPHead"
 
@@ -51,13 +51,7 @@ class MTPHeadForVLLM(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> list[torch.Tensor]:
         h = hidden_states.to(self.lm_head.weight.dtype)
         prev = self.lm_head(h).argmax(-1)  # the token the target sampled from h (greedy)
-        out = []
-        for _ in range(self.k):
-            h, y = self.head(h, self.embed(prev))
-            logits = self.lm_head(y)
-            prev = logits.argmax(-1)
-            out.append(logits)
-        return out
+        return MTPDraftModel(self.head, self.embed, self.lm_head).greedy_logits(h, prev, self.k)
 
     def compute_logits(self, logits: list[torch.Tensor]) -> list[torch.Tensor]:
         return logits
