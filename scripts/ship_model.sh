@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copy a trained checkpoint (weights, tokenizer, serving configs, treedec.json; not the
-# optimizer state) into treedec/assets/models/tiny, the shipped default, with its training
+# optimizer state) into treedec/assets/models/tiny, the shipped default, its weights stored in
+# half precision (scripts/half_weights.py; loading computes in float32), with its training
 # curves as a plot (training.png) and a short summary (training_summary.json: first and last
 # rows, best loss and accuracy, stage changes); its model card (README.md) stays, to be
 # updated by hand. The full curves (one row per step, megabytes) stay out of the repository:
@@ -31,6 +32,7 @@ if [ -n "$before" ]; then cp "$before" "$before_copy"; fi
 mkdir -p "$dst" && find "$dst" -mindepth 1 ! -name README.md -delete
 for f in config.json generation_config.json model.safetensors processor_config.json tokenizer.json \
          tokenizer_config.json treedec.json; do cp "$ckpt/$f" "$dst/"; done
+$PY scripts/half_weights.py "$dst/model.safetensors"
 if [ -f "$src/history.jsonl" ]; then
   $PY - "$src/history.jsonl" "$dst" "${step:-}" "$before_copy" "$src/shipped_history.jsonl" <<'PYEOF'
 import json, sys

@@ -34,13 +34,15 @@ class MTPConfig:
 
 
 def base_hash(model: nn.Module) -> str:
-    """sha256 of a model's weights (names, shapes and float32 values, in name order): what a
-    head was trained on."""
+    """sha256 of a model's weights (names, shapes and values rounded to float16, in name
+    order): what a head was trained on. Rounded to half precision, as weights are shipped
+    (scripts/half_weights.py): a model and its fp16-stored copy are the same base."""
     h = hashlib.sha256()
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(str(tuple(t.shape)).encode())
-        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+        t = t.detach().cpu()
+        h.update((t.half() if t.is_floating_point() else t).contiguous().numpy().tobytes())
     return h.hexdigest()
 
 

@@ -139,8 +139,8 @@ class VLM:
         try:
             meta = json.loads((d / "treedec.json").read_text())
             spec = VLMSpec(**meta["spec"])
-            model = Idefics3ForConditionalGeneration.from_pretrained(d, config=_idefics3_config(d),
-                                                                     attn_implementation=attn)
+            model = Idefics3ForConditionalGeneration.from_pretrained(  # computed in float32, however stored
+                d, config=_idefics3_config(d), attn_implementation=attn, dtype=torch.float32)
             tok = Tokenizer.load(d)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None

@@ -1,0 +1,55 @@
+"""Shipped weights are stored in half precision (scripts/half_weights.py) and computed in
+float32: storing changes only the rounding, loading upcasts, and an MTP head trained on the
+float32 weights still names the fp16-stored copy as its base (`base_hash` rounds to fp16)."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from treedec.errors import UserError
+from treedec.models.mtp_head import MTPConfig, MTPHead, base_hash, load_head, save_head
+from treedec.models.vlm import VLM, VLMSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("half_weights", ROOT / "scripts" / "half_weights.py")
+half = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(half)
+check_spec = importlib.util.spec_from_file_location("check_repo_weight", ROOT / "scripts" / "check_repo_weight.py")
+check = importlib.util.module_from_spec(check_spec)
+check_spec.loader.exec_module(check)
+
+SPEC = VLMSpec(image_size=64, vision_hidden=32, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
+               head_dim=32)
+
+
+def test_half_stored_weights_load_as_float32_and_keep_the_heads_base(tmp_path):
+    vlm = VLM.tiny(SPEC, seed=3)
+    d = vlm.save(tmp_path / "m")
+    weights = str(d / "model.safetensors")
+    assert check.stored_dtypes(Path(weights)) == {"F32"}
+    changed, total = half.halve(weights)
+    assert 0 < changed == total  # every tensor of this model is floating point
+    assert check.stored_dtypes(Path(weights)) == {"F16"}
+    assert half.halve(weights) == (0, total)  # already half: left as it is
+    loaded = VLM.load(d)
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.float32}
+    stored = load_file(weights)
+    for name, t in vlm.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], stored[name].float())  # upcast, nothing else
+        assert torch.equal(stored[name], t.half())  # fp16 rounding of the original
+    assert base_hash(loaded.model) == base_hash(vlm.model)
+    head = MTPHead(MTPConfig(hidden=64, intermediate=32, k=2))
+    save_head(head, tmp_path / "head", base_hash(vlm.model))
+    load_head(tmp_path / "head", loaded.model)  # the fp32-trained head accepts its fp16-stored base
+    with pytest.raises(UserError, match="trained on base weights"):
+        load_head(tmp_path / "head", VLM.tiny(SPEC, seed=4).model)  # but not other weights
+
+
+def test_full_precision_shipped_weights_fail_the_weight_check():
+    name = "treedec/assets/models/tiny/model.safetensors"
+    assert check.problems({name: 11 * check.MB}, {name: {"F16"}}) == []
+    assert check.problems({"tests/assets/m/model.safetensors": 1}, {"tests/assets/m/model.safetensors": {"F32"}}) == []
+    found = check.problems({name: 22 * check.MB}, {name: {"F32", "I64"}})
+    assert len(found) == 1 and "stored as F32;" in found[0] and "half precision" in found[0]
