@@ -84,10 +84,6 @@ class Strategy:
     def wants_hidden(self) -> bool:
         return bool(getattr(self.drafter, "wants_hidden", False))
 
-    def draft(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
-              ) -> DraftTree | None:
-        return self.drafter.propose(graph, sid, sample, state) if self.drafter else None
-
     def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
                    ) -> list[DraftTree | None]:
         return propose_many(self.drafter, requests) if self.drafter else [None] * len(requests)
