@@ -8,6 +8,7 @@ from treedec.data.synth import SynthConfig, generate_page
 from treedec.drafters.page_drafts import PageDraftDrafter
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.models.vlm import VLM, VLMSpec
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.serialize import parse_flat
 from treedec.strategies.base import STRATEGIES, build_strategy
 
@@ -126,7 +127,7 @@ def test_hsd_output_equals_its_base(name, base, options):
         assert len(own.blocks) == 3 and all(b.content for b in own.blocks)
         s.page = corrupted(own)
     strategy = build_strategy({"name": name, "drafts": "oracle", **options}, tok)
-    before = strategy.prepare(vlm, drafted, EngineConfig(max_new_tokens=24), False)  # stage 1: crops, unforced
+    before = strategy.prepare(vlm, drafted, EmbeddedRuntime(EngineConfig(max_new_tokens=24)), False)  # stage 1: crops
     spec = _decode(vlm, strategy, drafted, proc, ecfg)
     for n, r in plain.items():
         assert [s.tokens for s in spec[n].graph.streams] == [s.tokens for s in r.graph.streams], n
@@ -156,3 +157,46 @@ def test_a_branch_without_its_region_matches_the_pages_other_regions():
     branch.tokens = full[:4]  # <CHILD> g a m
     tree = drafter.propose(g, branch.id, sample)
     assert tree is not None and TOK.decode(tree.tokens[:6]) == "ma del"
+
+
+@pytest.fixture(scope="module")
+def shipped_page():
+    """The shipped model and one held-out page with four draft regions (pipeline drafts)."""
+    for mod in ("rapidocr", "rapid_layout", "rapid_table", "onnxruntime", "cv2"):
+        pytest.importorskip(mod)
+    from omegaconf import OmegaConf
+
+    from treedec.data import open_dataset
+    from treedec.models.loader import load_vlm
+    from treedec.models.vlm import SHIPPED
+
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("no shipped model in this checkout")
+    torch.set_num_threads(1)
+    vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
+    return vlm, list(open_dataset({"name": "synth", "pages": 1, "seed": 1_000_003}, model_pages=vlm.pages))
+
+
+@pytest.mark.parametrize("name", ["hsd", "padoc_hsd"])
+@pytest.mark.parametrize("workers", [0, 1])
+def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, workers):
+    """HSD stage 1 decodes its crops on the run's own runtime, so their forwards are the run's.
+    An engine run's forwards: one prefill per admitted page, then one per step, each page in
+    every step until it ends (its `steps`: its prefill and those steps). On one page, its
+    crops all admitted at once (C of them, fewer than max_pages), stage 1 takes C + its
+    longest crop's steps - 1 forwards and stage 2 the page's own steps after stage 1; the
+    page's `steps` add the two stages' (stage1_steps + stage 2's), so the run's forward_passes
+    = steps + C - 1, drafted beside decoding (draft_workers=1) or before. Without stage 1:
+    the page's steps. (Before this change stage 1's forwards were left out: steps - stage1_steps.)"""
+    from treedec.runtimes.embedded import EmbeddedRuntime
+
+    vlm, samples = shipped_page
+    runs = {stage1: EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)).run(
+        vlm, build_strategy({"name": name, "stage1": stage1, "draft_workers": workers}, vlm.tokenizer), samples,
+        progress=False, warmup=False) for stage1 in (True, False)}
+    [rec] = runs[True].records
+    crops, s1 = rec.extra["stage1_crops"], rec.extra["stage1_steps"]
+    assert crops >= 2 and s1 > 0 and rec.accepted > 0
+    assert runs[True].forward_passes == rec.steps + crops - 1, (runs[True].forward_passes, rec.steps, s1, crops)
+    [plain] = runs[False].records
+    assert plain.extra["stage1_crops"] == 0 and runs[False].forward_passes == plain.steps

@@ -228,3 +228,7 @@ def test_vllm_runs_hsd_stage1_as_the_embedded_engine(drafted_runs, stage1_runs):
         assert stage1 == [b.content for b in emb_drafts[e.name][0].reading_order()], e.name
         assert stage1 != [b.content for b in vll_drafts[v.name][1].reading_order()], e.name  # stage 1 changed them
     assert sum(r.drafted for r in vll.records) > sum(r.accepted for r in vll.records) > 0
+    # stage 1's crops run on the run's own runtime, so their forwards (scheduler iterations) are the run's: a page
+    # takes part in at most every one of them, stage 1's and stage 2's (its steps add the two)
+    for run in (emb, vll):
+        assert run.forward_passes >= max(r.steps for r in run.records) > max(r.extra["stage1_steps"] for r in run.records)

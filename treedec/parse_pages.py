@@ -46,12 +46,13 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
         with phases.cold_drafts(cold_drafts), phases.clock():
             _decode(vlm, strategy, [first], runtime, False)
         warmup_s = time.perf_counter() - t
+    passes = runtime.forward_passes  # a running total: this run's are what it adds (a nested run's included)
     with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
         records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record)
     given = getattr(strategy.prepare, "cache_dir", None)
     drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
         "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
-    return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes,
+    return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
                      runtime.figures(), {} if nested else dict(clock.totals), warmup_s, drafts, runtime.name,
                      runtime.notes(strategy), before_s)
 

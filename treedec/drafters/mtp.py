@@ -46,7 +46,7 @@ class MTPDrafter:
             raise UserError(f"strategy.k={self.k} but the MTP head at {d} was trained for {head.cfg.k} depths")
         self.model = MTPDraftModel.of(head, vlm.model)
 
-    def __call__(self, vlm, samples, engine_cfg, progress: bool = True) -> dict[str, dict]:
+    def __call__(self, vlm, samples, runtime, progress: bool = True) -> dict[str, dict]:
         """The strategy's `prepare`: bind the head to the model about to decode."""
         self.bind(vlm)
         return {}

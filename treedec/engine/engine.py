@@ -181,8 +181,7 @@ class Engine:
         if not pending:
             return
         requests = [(page.graph, sid, page.sample, StreamState(page.hidden.get(sid))) for page, sid, _ in pending]
-        many = getattr(self.policy, "draft_many", None)  # one call for the step's streams (a batching drafter)
-        trees = many(requests) if many is not None else [self.policy.draft(*r) for r in requests]
+        trees = self.policy.draft_many(requests)  # one call for the step's streams (a batching drafter)
         # (page, stream, first pending index, draft)
         work: list[tuple[_Page, int, int, DraftTree | None]] = [
             (page, sid, done, tree if tree else None) for (page, sid, done), tree in zip(pending, trees)]

@@ -24,9 +24,10 @@ class Policy(Protocol):
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
         """Does `token` end stream `sid`?"""
 
-    def draft(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
-              ) -> DraftTree | None:
-        """A draft tree continuing `sid`, or None (no speculation)."""
+    def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
+                   ) -> list[DraftTree | None]:
+        """Per request `(graph, sid, sample, state)` (every stream of a step, asked at once: a
+        drafter may batch its work), a draft tree continuing stream `sid`, or None (no speculation)."""
 
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
         """Which draft nodes to keep, given the model's (greedy) token after the stream's last
@@ -34,6 +35,4 @@ class Policy(Protocol):
 
     # Optional: observe(graph, sid, sample, tree, verdict) -> None, told every verdict on a
     # draft (e.g. treedec.engine.draft_length.AdaptiveLength adapts its proposals' depth).
-    # Optional: draft_many(requests) -> list of DraftTree | None: `draft` for every stream of a
-    # step at once, requests being (graph, sid, sample, state) (a drafter that batches its work).
-    # Optional: wants_hidden (bool): `draft` gets the stream's `StreamState.hidden`.
+    # Optional: wants_hidden (bool): `draft_many` gets each stream's `StreamState.hidden`.

@@ -26,8 +26,10 @@ from treedec.errors import UserError
 class Runtime(Protocol):
     name: str  # runtime=NAME
     steps_counted: str  # what a page's `steps` count here (summary.json `steps_counted`)
-    forward_passes: int  # of the last `decode`: forwards (embedded, with the strategy's `after_decode`
-    # forwards: crops) or scheduler iterations (vLLM)
+    cfg: Any  # its config: a `treedec.engine.limits.PageLimits` (max_pages, ...) and the runtime's own options
+    forward_passes: int  # a running total, never reset: forwards (embedded, with the strategy's `after_decode`
+    # forwards: crops) or scheduler iterations (vLLM) of every `decode` so far, nested runs included (HSD
+    # stage 1's crops, decoded by `runtime.run` inside `prepare`); a run's own is the difference (`parse_pages`)
 
     def check(self, vlm, strategy) -> None:
         """Refuse, with a one-line `UserError`, what this runtime cannot run."""
@@ -39,7 +41,8 @@ class Runtime(Protocol):
     def prepare(self, vlm, strategy, samples: Iterable, progress: bool, clock) -> tuple[dict[str, dict], Iterable]:
         """The work before decoding (drafting, HSD stage 1): per-page figures, and the samples
         to decode (a strategy drafting beside decoding gives them as they are drafted, the
-        figures filled meanwhile; `clock`: the run's `treedec.phases.PhaseClock`)."""
+        figures filled meanwhile; `clock`: the run's `treedec.phases.PhaseClock`). The
+        strategy's `prepare` is handed this runtime (`Strategy.prepare`)."""
 
     def prompt(self, vlm, strategy, sample) -> Any:
         """What `decode` takes for one readable page."""

@@ -49,17 +49,21 @@ class EmbeddedRuntime:
         stream = getattr(strategy.prepare, "stream", None)
         if stream is not None:  # drafting beside decoding: pages reach the engine as they are drafted,
             figures: dict[str, dict] = {}  # each page's figures added as it is (a generator: nothing runs here)
-            return figures, stream(vlm, samples, self.cfg, figures, clock)
-        return (strategy.prepare(vlm, samples, self.cfg, progress) if strategy.prepare else {}), samples
+            return figures, stream(vlm, samples, self, figures, clock)
+        return (strategy.prepare(vlm, samples, self, progress) if strategy.prepare else {}), samples
 
     def prompt(self, vlm, strategy: Strategy, sample: Sample):
         return vlm.prompt(sample.image, strategy.mode)
 
     def decode(self, vlm, strategy: Strategy, items) -> Iterator[PageResult]:
-        self.forward_passes = 0  # the strategy's work after decoding adds its own (Strategy.after_decode)
-        self._engine = Engine(vlm.adapter(), strategy, self.cfg)
-        yield from self._engine.run(items)
-        self.forward_passes += self._engine.forward_passes
+        """Re-entrant: a run nested inside (HSD stage 1 beside decoding, its crops on this
+        runtime) has its own engine; both add to the running total `forward_passes`."""
+        engine = Engine(vlm.adapter(), strategy, self.cfg)
+        try:
+            yield from engine.run(items)
+        finally:
+            self.forward_passes += engine.forward_passes
+            self._engine = engine  # `figures`: of the decode that ended last (a nested run's ends first)
 
     def figures(self) -> dict[str, Any]:
         return self._engine.attention_stats.figures() if self._engine else {}

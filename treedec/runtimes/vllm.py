@@ -112,7 +112,7 @@ class VLLMRuntime:
         finally:
             if served.drafts is not None:
                 served.drafts.clear()  # no later run on this engine sees these pages' drafts
-        self.forward_passes = runner.forward_passes
+        self.forward_passes += runner.forward_passes  # a running total (treedec.runtimes.base.Runtime)
         self._figures = {"prefix_cache_prompt_tokens": runner.prompt_tokens,
                          "prefix_cache_cached_tokens": runner.cached_tokens}
 

@@ -67,7 +67,11 @@ class Strategy:
     nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
     drafter: Drafter | None = None
     acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
-    prepare: Callable[..., dict[str, dict]] | None = None  # work before decoding (HSD stage 1): per-page figures
+    # work before decoding (drafting, HSD stage 1): (vlm, samples, runtime, progress) -> per-page figures, `runtime`
+    # being the Runtime that runs the pages (`treedec.runtimes.base`), never an engine config: a model run it needs
+    # (stage 1's crops) is `runtime.run(...)`, so its forwards count in the run's `forward_passes`; `prepare.stream`,
+    # if set: (vlm, samples, runtime, figures, clock) -> the samples as they are ready (drafting beside decoding)
+    prepare: Callable[..., dict[str, dict]] | None = None
     # work after decoding, before pages are recorded (crops: each region read from its own crop):
     # (vlm, engine results as pages finish, the embedded runtime, progress) -> the results, extended;
     # the forwards it runs are added to the runtime's `forward_passes`
@@ -83,10 +87,6 @@ class Strategy:
     @property
     def wants_hidden(self) -> bool:
         return bool(getattr(self.drafter, "wants_hidden", False))
-
-    def draft(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
-              ) -> DraftTree | None:
-        return self.drafter.propose(graph, sid, sample, state) if self.drafter else None
 
     def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
                    ) -> list[DraftTree | None]:

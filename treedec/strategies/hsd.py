@@ -61,11 +61,11 @@ class TwoStages:
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
         self.noise = options.draft_noise
 
-    def __call__(self, vlm, samples: list[Sample], engine_cfg, progress: bool = True) -> dict[str, dict]:
+    def __call__(self, vlm, samples: list[Sample], runtime, progress: bool = True) -> dict[str, dict]:
         grids = model_grids(vlm, samples, self.snap)
         drafted = model_drafts(samples, self.source, self.cache_dir, grids, self.ocr, self.noise)
         figures = {name: self.figures() for name in drafted}
-        pages = self.refine(vlm, samples, drafted, grids, engine_cfg, progress, figures)
+        pages = self.refine(vlm, samples, drafted, grids, runtime, progress, figures)
         self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
         return figures
 
@@ -74,7 +74,7 @@ class TwoStages:
         return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap), self.ocr,
                             self.noise)
 
-    def take(self, vlm, drafted: list[tuple[Sample, Page | None, Any]], engine_cfg, figures: dict[str, dict]) -> None:
+    def take(self, vlm, drafted: list[tuple[Sample, Page | None, Any]], runtime, figures: dict[str, dict]) -> None:
         """Pages drafted elsewhere, `(sample, draft page or None, its DraftCost)` (drafting beside
         decoding, `treedec.strategies.hsd_stream`): their boxes on the model's grid, their stage
         1, and on to the drafter, as `__call__` does for all pages at once; `figures` gets theirs."""
@@ -84,23 +84,19 @@ class TwoStages:
         for s, p, cost in drafted:
             if p is not None:
                 figures[s.name] = {**self.figures(), "draft_cpu_s": cost.cpu_s, "draft_wall_s": cost.wall_s}
-        self.drafter.pages.update(self.refine(vlm, samples, pages, grids, engine_cfg, False, figures))
+        self.drafter.pages.update(self.refine(vlm, samples, pages, grids, runtime, False, figures))
         self.drafter.grids.update(grids)
 
     def figures(self) -> dict:
         """A drafted page's figures before stage 1."""
         return {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0}
 
-    def refine(self, vlm, samples: list[Sample], drafted: dict, grids: dict[str, int], engine_cfg, progress: bool,
+    def refine(self, vlm, samples: list[Sample], drafted: dict, grids: dict[str, int], runtime, progress: bool,
                figures: dict[str, dict]) -> dict:
         """What stage 2 drafts from, per page of `drafted`: with stage 1, a copy of its draft
         whose crop regions hold the model's reading of their crops (beside the draft itself,
         with stage2_drafts=both), each page's stage-1 figures added to `figures`. The crops are
-        decoded by `engine_cfg`'s runtime: an engine config for the embedded one, or a Runtime
-        (the vLLM runtime hands itself)."""
-        from treedec.engine.engine import EngineConfig
-        from treedec.runtimes.embedded import EmbeddedRuntime
-
+        decoded by `runtime`, the Runtime that runs the pages (`treedec.runtimes.base`)."""
         if not self.stage1:
             return drafted
         pages = {n: copy.deepcopy(p) for n, p in drafted.items()}
@@ -117,7 +113,10 @@ class TwoStages:
         seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
         crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
                                  drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
-        runtime = EmbeddedRuntime(engine_cfg) if isinstance(engine_cfg, EngineConfig) else engine_cfg
+        # the pages' own runtime, not a fresh one: its `forward_passes` is a running total that a
+        # run reads as a difference (`parse_pages`), so the crops' forwards count in the run's
+        # (before decoding, or beside it with draft_workers), and its `decode` keeps no state a
+        # nested run clobbers; a fresh runtime's passes would be lost (and on vLLM, a second engine)
         records = runtime.run(vlm, crop_strategy, [c for _, _, c in jobs], progress=progress,
                               warmup=False).records
         for (name, block, _), rec in zip(jobs, records):

@@ -30,9 +30,10 @@ class DraftStream:
     def __init__(self, stages, workers: int, ahead: int):
         self.stages, self.workers, self.ahead = stages, workers, ahead
 
-    def __call__(self, vlm, samples, engine_cfg, figures: dict[str, dict], clock) -> Iterator:
-        """The samples in input order, each once its draft and stage 1 are done (`figures`
-        filled as they are), with `PENDING` between them while a draft is not."""
+    def __call__(self, vlm, samples, runtime, figures: dict[str, dict], clock) -> Iterator:
+        """The samples in input order, each once its draft and stage 1 (its crops decoded on
+        `runtime`, the Runtime that runs the pages) are done (`figures` filled as they are),
+        with `PENDING` between them while a draft is not."""
         st, drafter = self.stages, self.stages.drafter
         drafter.pages, drafter._seqs, drafter.grids = {}, {}, {}
         with clock.phase("draft"):
@@ -42,7 +43,7 @@ class DraftStream:
             with clock.phase("draft"):
                 got = queue.take(IDLE_WAIT_S if idle else 0.0)
                 batch = [] if got is None or got is PENDING else [got]
-                while batch and len(batch) < engine_cfg.max_pages and queue.ready():
+                while batch and len(batch) < runtime.cfg.max_pages and queue.ready():
                     batch.append(queue.take())  # every draft already done: their crops in one stage-1 run
             if got is None:
                 return
@@ -52,6 +53,6 @@ class DraftStream:
                 idle = time.perf_counter() - asked < IDLE_ASK_S
                 continue
             idle = False
-            st.take(vlm, batch, engine_cfg, figures)
+            st.take(vlm, batch, runtime, figures)
             for s, _, _ in batch:
                 yield s

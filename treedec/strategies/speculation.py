@@ -28,10 +28,10 @@ class Prepares:
     def __init__(self, steps):
         self.steps = list(steps)
 
-    def __call__(self, vlm, samples, engine_cfg, progress: bool = True) -> dict[str, dict]:
+    def __call__(self, vlm, samples, runtime, progress: bool = True) -> dict[str, dict]:
         out: dict[str, dict] = {}
         for step in self.steps:
-            for name, figures in step(vlm, samples, engine_cfg, progress).items():
+            for name, figures in step(vlm, samples, runtime, progress).items():
                 out.setdefault(name, {}).update(figures)
         return out
 
