@@ -30,6 +30,14 @@ def test_limits_are_enforced():
     assert check.problems({"treedec/assets/models/tiny/training_summary.json": 10}) == []
 
 
+def test_full_precision_shipped_weights_fail_the_weight_check():
+    name = "treedec/assets/models/tiny/model.safetensors"
+    assert check.problems({name: 11 * MB}, {name: {"F16"}}) == []
+    assert check.problems({"tests/assets/m/model.safetensors": 1}, {"tests/assets/m/model.safetensors": {"F32"}}) == []
+    found = check.problems({name: 22 * MB}, {name: {"F32", "I64"}})
+    assert len(found) == 1 and "stored as F32;" in found[0] and "half precision" in found[0]
+
+
 def test_this_checkout_is_within_the_limits():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
