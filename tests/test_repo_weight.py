@@ -1,5 +1,6 @@
 """The repository stays light (scripts/check_repo_weight.py): a tracked file over 50 MB,
-shipped weights over 80 MB in all, or a tracked training history fails the suite."""
+shipped weights over 80 MB in all or stored in full precision, or a tracked training history
+fails the suite."""
 import importlib.util
 import shutil
 import subprocess
