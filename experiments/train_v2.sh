@@ -4,6 +4,8 @@
 # command: python -m treedec train +experiment=tiny_v2 (treedec/conf/experiment/tiny_v2.yaml).
 #
 #   CPU, in the background:  nice -n 19 nohup bash experiments/train_v2.sh /work/treedec-train/v2 > /work/treedec-train/v2.log 2>&1 &
+#   CPU, both cores:         NPROC=2 bash experiments/train_v2.sh OUT   (two gloo ranks, one thread each:
+#                            5.6 s a step against 6.9 s for one process of two threads, same losses)
 #   GPU:                     DEVICE=cuda bash experiments/train_v2.sh OUT
 #   extra train overrides:   bash experiments/train_v2.sh OUT train.steps=8000
 #
@@ -25,5 +27,12 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
 [ -f "$OUT/init/treedec.json" ] || $PY experiments/warm_start_v2.py "$OUT/init"
-exec $PY -m treedec train +experiment=tiny_v2 model.path="$OUT/init" train.device="$DEVICE" train.bf16=$BF16 train.threads=$THREADS \
+# NPROC > 1: data parallel ranks under torchrun (gloo on CPU, one thread each; nccl on GPUs)
+NPROC=${NPROC:-1}
+if [ "$NPROC" -gt 1 ]; then
+  LAUNCH=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC"); [ "$BF16" = false ] && THREADS=1
+else
+  LAUNCH=("$PY")
+fi
+exec "${LAUNCH[@]}" -m treedec train +experiment=tiny_v2 model.path="$OUT/init" train.device="$DEVICE" train.bf16=$BF16 train.threads=$THREADS \
   out="$OUT/run" "$@"

@@ -57,25 +57,36 @@ from test_training import SPEC, _cfg, _params
 from treedec.models.vlm import VLM
 from treedec.training.trainer import Trainer
 torch.set_num_threads(1)
-t = Trainer(VLM.tiny(SPEC, seed=3), _cfg(steps=2, pages_per_step=4), {out!r})
+t = Trainer(VLM.tiny(SPEC, seed=3), _cfg(**{kw!r}), {out!r})
 t.fit(progress=False)
 if t.rank == 0:
-    torch.save(_params(t.vlm.model), {out!r} + "/params.pt")
+    heads = _params(t.heads) if t.heads is not None else torch.zeros(0)
+    torch.save([_params(t.vlm.model), heads], {out!r} + "/params.pt")
     json.dump([h["loss"] for h in t.history], open({out!r} + "/loss.json", "w"))
 """
+GROUNDED_PAGE = {**PAGE, "cell": [16, 16], "wrap": "hard"}  # one glyph per patch, as grounding needs
 
 
-def test_ddp_two_processes_equal_one(tmp_path):
-    one = Trainer(VLM.tiny(SPEC, seed=3), _cfg(steps=2, pages_per_step=4), tmp_path / "one")
+@pytest.mark.parametrize("grounding", [False, True], ids=["plain", "grounding"])
+def test_ddp_two_processes_equal_one(tmp_path, grounding):
+    """Two gloo ranks (two pages each) end with the weights and losses of one process over the
+    same four pages; with grounding on, its heads (outside DDP) too."""
+    kw = dict(steps=2, pages_per_step=4)
+    if grounding:
+        kw.update(stages=[{"page": GROUNDED_PAGE}], grounding={"enabled": True, "vision_warmup": 0})
+    one = Trainer(VLM.tiny(SPEC, seed=3), _cfg(**kw), tmp_path / "one")
     one.fit(progress=False)
     script = tmp_path / "ddp.py"
-    script.write_text(DDP_SCRIPT.format(tests=os.path.dirname(__file__), out=str(tmp_path)))
+    script.write_text(DDP_SCRIPT.format(tests=os.path.dirname(__file__), out=str(tmp_path), kw=kw))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29533",
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
                         str(script)], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    two = torch.load(tmp_path / "params.pt")
+    two, two_heads = torch.load(tmp_path / "params.pt")
     assert torch.allclose(_params(one.vlm.model), two, atol=1e-5), (_params(one.vlm.model) - two).abs().max()
+    if grounding:
+        heads = _params(one.heads)
+        assert torch.allclose(heads, two_heads, atol=1e-5), (heads - two_heads).abs().max()
     losses = json.load(open(tmp_path / "loss.json"))
     assert losses == pytest.approx([h["loss"] for h in one.history], abs=1e-5)
 

@@ -127,6 +127,16 @@ def _device(name: str, world: int) -> torch.device:
     return torch.device(name)
 
 
+def _average_grads(params, world: int) -> None:
+    """Average the gradients of parameters that DDP does not see over the ranks, as DDP does."""
+    import torch.distributed as dist
+
+    for p in params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad /= world
+
+
 def _dist(device: str) -> tuple[int, int]:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         import torch.distributed as dist
@@ -245,16 +255,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ step
     def grounding_loss(self, targets: Targets, steer: Steer | None, n_tok: int) -> tuple[torch.Tensor, dict]:
-        """Glyph + predecessor losses on image tokens; steering and readout on one head. Scaled
-        to the LM loss's token count so they weigh the same under sum / global tokens."""
+        """Glyph + predecessor losses on image tokens; steering and readout on one head. Each is a
+        mean over all ranks' items, scaled to the LM loss's global token count so they weigh the
+        same under sum / global tokens; under DDP the ranks' shares add up to one process's loss."""
         g = self.cfg.grounding
         feats = self._feats.pop().float().reshape(len(targets.glyph), self.grid * self.grid, -1)
         self._feats.clear()
-        glyph, pred = torch.stack(targets.glyph).to(self.device), torch.stack(targets.pred).to(self.device)
-        lg = F.cross_entropy(self.heads["glyph"](feats).flatten(0, 1), glyph.flatten(), ignore_index=-100)
-        lp = F.cross_entropy(self.heads["pred"](feats).flatten(0, 1), pred.flatten(), ignore_index=-100)
-        total = g.glyph * (lg + lp)
-        stats = {"glyph_loss": lg.item(), "pred_loss": lp.item()}
+        glyph, pred = torch.stack(targets.glyph).to(self.device).flatten(), torch.stack(targets.pred).to(self.device).flatten()
+        lg = F.cross_entropy(self.heads["glyph"](feats).flatten(0, 1), glyph, ignore_index=-100, reduction="sum")
+        lp = F.cross_entropy(self.heads["pred"](feats).flatten(0, 1), pred, ignore_index=-100, reduction="sum")
+        counts = [int((glyph != -100).sum()), int((pred != -100).sum()), n_tok, 0, 0]
+        stats = {"glyph_loss": lg.item() / max(counts[0], 1), "pred_loss": lp.item() / max(counts[1], 1)}
+        ls = lr = None
         if steer is not None and steer.logp is not None:
             text = self.vlm.model.model.text_model
             attn = text.layers[g.layer].self_attn
@@ -262,10 +274,19 @@ class Trainer:
             w = attn.o_proj.weight[:, g.head * d:(g.head + 1) * d].float()
             readout = self.vlm.model.lm_head(text.norm(steer.head_out @ w.T)).float()
             chars = torch.tensor(targets.chars, device=self.device)
-            ls, lr = -steer.logp.mean(), F.cross_entropy(readout, chars)
-            total = total + g.steer * ls + g.readout * lr
+            ls, lr = -steer.logp.sum(), F.cross_entropy(readout, chars, reduction="sum")
+            counts[3:] = [steer.logp.numel(), len(targets.chars)]
             stats.update(steer_p=steer.logp.exp().mean().item(), readout_acc=(readout.argmax(-1) == chars).float().mean().item())
-        return total * n_tok, stats
+        c = torch.tensor(counts, dtype=torch.float64, device=self.device)
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(c)
+        c = c.clamp(min=1).to(lg.dtype)
+        total = g.glyph * (lg / c[0] + lp / c[1])
+        if ls is not None:
+            total = total + g.steer * ls / c[3] + g.readout * lr / c[4]
+        return total * c[2], stats
 
     def loss(self, packed, px, targets: Targets | None = None) -> tuple[torch.Tensor, int, int]:
         dev = self.device
@@ -321,6 +342,8 @@ class Trainer:
             dist.all_reduce(total)
         # DDP averages gradients over ranks: scale so the update is sum / global tokens
         (loss_sum * self.world / total[0]).backward()
+        if self.world > 1 and self.heads is not None:  # the grounding heads sit outside DDP: average them here
+            _average_grads(self.heads.parameters(), self.world)
         params = list(self.model.parameters()) + (list(self.heads.parameters()) if self.heads is not None else [])
         gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         self.opt.step()
