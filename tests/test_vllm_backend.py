@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from treedec.runtimes.recording import run_with_ids
+
 from conftest import ROOT
 
 FIXTURE = ROOT / "tests" / "assets" / "vllm_tiny"
@@ -39,27 +41,6 @@ def _vlm():
     from treedec.models.vlm import VLM
 
     return VLM.load(FIXTURE)
-
-
-def stream_ids(graph) -> list[tuple]:
-    """A page's decoding graph as token ids: per stream (parent, fork point, label, ids)."""
-    return [(s.parent, s.fork_at, s.label, list(s.tokens)) for s in graph.streams]
-
-
-def run_with_ids(runtime, vlm, strategy, samples):
-    """`runtime.run(...)` and the token ids the runtime decoded, per page (`stream_ids`): its
-    `decode` wrapped, so what is compared is what the decoder returned (vLLM: the ids it
-    streamed), not text made from them. The warm-up's page is overwritten by the timed run."""
-    ids: dict[str, list[tuple]] = {}
-    decode = runtime.decode
-
-    def recording(*args):
-        for r in decode(*args):
-            ids[r.name] = stream_ids(r.graph)
-            yield r
-
-    runtime.decode = recording
-    return runtime.run(vlm, strategy, samples, progress=False), ids
 
 
 def assert_same_ids(got: dict, want: dict) -> None:

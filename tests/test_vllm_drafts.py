@@ -16,9 +16,10 @@ import pytest
 
 from treedec.drafters.ngram import NgramMatcher
 from treedec.errors import UserError
+from treedec.runtimes.recording import run_with_ids
 from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
 
-from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids, run_with_ids
+from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids
 
 
 # ---------------------------------------------------------------------- no engine

@@ -8,20 +8,16 @@ of each. The check behind the model card's fp16 note.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from test_vllm_backend import run_with_ids  # noqa: E402  (records the ids the runtime decoded)
-
-from treedec.data import open_dataset  # noqa: E402
-from treedec.engine.engine import EngineConfig  # noqa: E402
-from treedec.evaluate import evaluate_pages  # noqa: E402
-from treedec.models.vlm import VLM  # noqa: E402
-from treedec.runtimes.embedded import EmbeddedRuntime  # noqa: E402
-from treedec.strategies.base import build_strategy  # noqa: E402
+from treedec.data import open_dataset
+from treedec.engine.engine import EngineConfig
+from treedec.evaluate import evaluate_pages
+from treedec.models.vlm import VLM
+from treedec.runtimes.embedded import EmbeddedRuntime
+from treedec.runtimes.recording import run_with_ids
+from treedec.strategies.base import build_strategy
 
 
 def main() -> None:

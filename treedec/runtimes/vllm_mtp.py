@@ -47,11 +47,13 @@ class MTPHeadForVLLM(nn.Module):
         self.head = MTPHead(MTPConfig(cfg.hidden_size, cfg.intermediate_size, self.k, cfg.rms_norm_eps))
         self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        # built once: it holds these very modules, so vLLM's later moves and weight loads reach it
+        self.draft = MTPDraftModel(self.head, self.embed, self.lm_head)
 
     def forward(self, hidden_states: torch.Tensor) -> list[torch.Tensor]:
         h = hidden_states.to(self.lm_head.weight.dtype)
         prev = self.lm_head(h).argmax(-1)  # the token the target sampled from h (greedy)
-        return MTPDraftModel(self.head, self.embed, self.lm_head).greedy_logits(h, prev, self.k)
+        return self.draft.greedy_logits(h, prev, self.k)
 
     def compute_logits(self, logits: list[torch.Tensor]) -> list[torch.Tensor]:
         return logits

@@ -10,7 +10,6 @@ the loss is normalized by the global token count, so the update equals one proce
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import re

@@ -1,0 +1,30 @@
+"""The token ids a runtime decoded, page by page: what lossless checks compare.
+
+`run_with_ids(runtime, vlm, strategy, pages)` runs `runtime.run(...)` with its `decode`
+wrapped, so what is recorded is what the decoder returned (vLLM: the ids it streamed), not
+text made from them. Used by the id-for-id tests (tests/test_vllm_*.py) and by
+experiments/probes/same_ids.py.
+"""
+from __future__ import annotations
+
+
+def stream_ids(graph) -> list[tuple]:
+    """A page's decoding graph as token ids: per stream (parent, fork point, label, ids)."""
+    return [(s.parent, s.fork_at, s.label, list(s.tokens)) for s in graph.streams]
+
+
+def run_with_ids(runtime, vlm, strategy, pages):
+    """(the RunResult, {page name: `stream_ids`}). A warm-up's page is overwritten by the timed run."""
+    ids: dict[str, list[tuple]] = {}
+    decode = runtime.decode
+
+    def recording(*args):
+        for r in decode(*args):
+            ids[r.name] = stream_ids(r.graph)
+            yield r
+
+    runtime.decode = recording
+    try:
+        return runtime.run(vlm, strategy, pages, progress=False), ids
+    finally:
+        runtime.decode = decode
