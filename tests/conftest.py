@@ -1,3 +1,4 @@
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,16 @@ import torch
 torch.set_num_threads(2)
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(path: str):
+    """A script of the repository (not a package module: scripts/, experiments/) imported by
+    its path relative to the root, e.g. load_script("scripts/half_weights.py")."""
+    file = ROOT / path
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
 
 

@@ -1,18 +1,15 @@
 """Every sweep of experiments/sweeps/ is one valid command line: each of its jobs composes
 (strategies, keys and values exist) before anyone spends hours on it."""
-import importlib.util
 
 import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 from treedec.cli import validate
 from treedec.conf import register_schemas
 
-spec = importlib.util.spec_from_file_location("sweep", ROOT / "experiments" / "sweep.py")
-sweep = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sweep)
+sweep = load_script("experiments/sweep.py")
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "experiments" / "sweeps").glob("*.yaml")))

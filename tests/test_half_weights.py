@@ -1,24 +1,19 @@
 """Shipped weights are stored in half precision (scripts/half_weights.py) and computed in
 float32: storing changes only the rounding, loading upcasts, and an MTP head trained on the
 float32 weights still names the fp16-stored copy as its base (`base_hash` rounds to fp16)."""
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from conftest import load_script
 from treedec.errors import UserError
 from treedec.models.mtp_head import MTPConfig, MTPHead, base_hash, load_head, save_head
 from treedec.models.vlm import VLM, VLMSpec
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("half_weights", ROOT / "scripts" / "half_weights.py")
-half = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(half)
-check_spec = importlib.util.spec_from_file_location("check_repo_weight", ROOT / "scripts" / "check_repo_weight.py")
-check = importlib.util.module_from_spec(check_spec)
-check_spec.loader.exec_module(check)
+half = load_script("scripts/half_weights.py")
+check = load_script("scripts/check_repo_weight.py")
 
 SPEC = VLMSpec(image_size=64, vision_hidden=32, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
                head_dim=32)

@@ -1,19 +1,16 @@
 """The repository stays light (scripts/check_repo_weight.py): a tracked file over 50 MB,
 shipped weights over 80 MB in all or stored in full precision, or a tracked training history
 fails the suite."""
-import importlib.util
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, load_script
+
 SCRIPT = ROOT / "scripts" / "check_repo_weight.py"
-spec = importlib.util.spec_from_file_location("check_repo_weight", SCRIPT)
-check = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check)
+check = load_script("scripts/check_repo_weight.py")
 
 MB = check.MB
 

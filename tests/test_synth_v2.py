@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import DEMO, ROOT
+from conftest import DEMO, ROOT, load_script
 from treedec.data import open_dataset
 from treedec.data.synth import PRESETS, SynthConfig, generate_page, synth_config
 from treedec.depth import page_stats, summarize
@@ -126,13 +126,9 @@ def test_tiny_v2_experiment_trains_on_v2_model_pages():
 
 
 def test_warm_start_keeps_a_position_grid_of_the_same_size_and_resizes_others():
-    import importlib.util
-
     import torch
 
-    spec = importlib.util.spec_from_file_location("warm_start_v2", ROOT / "experiments" / "warm_start_v2.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("experiments/warm_start_v2.py")
     table = torch.randn(16 * 16, 8)
     assert torch.allclose(mod.resize_positions(table, 16), table, atol=1e-5)
     grown = mod.resize_positions(table, 40)
