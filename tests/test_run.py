@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT
+from treedec.commands import run as run_mod
 from treedec.errors import UserError
 from treedec.speed import concurrency_levels
 
@@ -56,6 +57,8 @@ def test_run_writes_the_outputs_contract(tmp_path):
         assert fig["p95_latency_s"] > fig["p95_decode_latency_s"] > 0
     assert s["attention_steps"] > 0 and s["attention_padding"] >= 1.0
     assert "Wall time by phase" in report
+    # the baseline's quality has the strategy's figures (TEDS too), not a subset
+    assert set(run_mod.QUALITY_KEYS) <= set(s) and set(run_mod.QUALITY_KEYS) <= set(s["baseline"])
 
 
 def test_drafting_is_timed_from_a_cold_cache(tmp_path):

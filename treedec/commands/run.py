@@ -119,6 +119,11 @@ def _decode(strategy_cfg, vlm, samples, cfg, level: int, progress: bool, on_reco
                        on_record=on_record)
 
 
+# the quality figures of summary.json, for the strategy and (under "baseline") the compared one
+QUALITY_KEYS = ("text_edit", "text_edit_all", "table_teds", "table_teds_s", "formula_edit", "reading_order_edit",
+                "overall", "layout_precision", "layout_recall", "layout_f1")
+
+
 def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(int(cfg.runtime.threads))
     steps_counted = make_runtime(cfg.runtime).steps_counted  # checks the runtime's config before any page is read
@@ -154,15 +159,12 @@ def main(cfg, out: RunOutput) -> dict:
                             "flags": rec.flags + per_page_q.get(rec.name, {}).get("flags", [])}, rec.page)
     summary: dict[str, Any] = {"pages": len(samples), "strategy": cfg.strategy.name,
                                **input_figures(samples, main_res.records),
-                               **{k: quality.get(k) for k in ("text_edit", "text_edit_all", "table_teds", "table_teds_s",
-                                                              "formula_edit", "reading_order_edit", "overall",
-                                                              "layout_precision", "layout_recall", "layout_f1")},
+                               **{k: quality.get(k) for k in QUALITY_KEYS},
                                **speed, "concurrency": levels[-1], "steps_counted": steps_counted}
     if base is not None:
         bq, _ = quality_figures(base)
         bs = speed_figures(base)
-        summary["baseline"] = {"strategy": cfg.compare, "text_edit": bq.get("text_edit"), "layout_f1": bq.get("layout_f1"),
-                               **bs}
+        summary["baseline"] = {"strategy": cfg.compare, **{k: bq.get(k) for k in QUALITY_KEYS}, **bs}
         summary["steps_ratio"] = bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
