@@ -21,8 +21,11 @@ DEVICE=${DEVICE:-auto}
 # bf16 autocast on a GPU; float32 on CPU (CPUs without bf16 units emulate it, several times slower)
 if [ "$DEVICE" = cpu ] || { [ "$DEVICE" = auto ] && ! $PY -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; }; then
   BF16=false; THREADS=${THREADS:-1}  # one thread: the machine's cores are shared
+  WORKERS=${WORKERS:-0}
 else
-  BF16=true; THREADS=${THREADS:-2}
+  # batches made ahead by 8 forked workers: a step's four 640 px pages take ~0.3 CPU-s to draw
+  # and pack, longer than the GPU's step (treedec/training/prefetch.py)
+  BF16=true; THREADS=${THREADS:-2}; WORKERS=${WORKERS:-8}
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
@@ -34,5 +37,5 @@ if [ "$NPROC" -gt 1 ]; then
 else
   LAUNCH=("$PY")
 fi
-exec "${LAUNCH[@]}" -m treedec train +experiment=tiny_v2 model.path="$OUT/init" train.device="$DEVICE" train.bf16=$BF16 train.threads=$THREADS \
+exec "${LAUNCH[@]}" -m treedec train +experiment=tiny_v2 model.path="$OUT/init" train.device="$DEVICE" train.bf16=$BF16 train.threads=$THREADS train.loader_workers=$WORKERS \
   out="$OUT/run" "$@"

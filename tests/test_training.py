@@ -293,3 +293,19 @@ def test_checkpoint_pages_reads_what_the_model_was_trained_on(tmp_path):
     (tmp_path / "bad" / "treedec.json").write_text("{not json")
     with pytest.raises(UserError, match="cannot read"):
         checkpoint_pages(tmp_path / "bad")
+
+
+def test_prefetched_batches_train_as_in_process(tmp_path):
+    """train.loader_workers=2 (batches made ahead in forked workers) ends with the very weights of
+    batches made in-process, and every step's row says how long it waited for its batch."""
+    a = Trainer(VLM.tiny(SPEC, seed=5), _cfg(steps=3), tmp_path / "a")
+    b = Trainer(VLM.tiny(SPEC, seed=5), _cfg(steps=3, loader_workers=2), tmp_path / "b")
+    ra, rb = a.fit(progress=False), b.fit(progress=False)
+    assert torch.equal(_params(a.vlm.model), _params(b.vlm.model))
+    assert [r["loss"] for r in ra] == [r["loss"] for r in rb]
+    assert all(r["step_s"] >= r["batch_s"] >= 0 for r in ra + rb)
+
+
+def test_loader_workers_must_not_be_negative():
+    with pytest.raises(UserError, match="loader_workers"):
+        _cfg(loader_workers=-1)

@@ -30,6 +30,7 @@ from treedec.strategies.base import STRATEGIES
 from treedec.training.examples import crop_examples, misread, page_example
 from treedec.training.grounding import GroundingConfig, Steer, Targets, content_rows, image_labels
 from treedec.training.packing import IGNORE, pack
+from treedec.training.prefetch import step_batches
 from treedec.training.schedule import lr_at, stage_at
 
 
@@ -60,6 +61,7 @@ class TrainConfig:
     log_every: int = 10
     stages: list[dict[str, Any]] = field(default_factory=lambda: [{"page": {}}])
     threads: int = 2
+    loader_workers: int = 0  # > 0: batches made ahead in this many forked processes (training/prefetch.py)
     device: str = "auto"  # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
     start_step: int = 0  # continue a schedule from weights alone (model.path=...), e.g. without its optimizer state
     grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
@@ -75,6 +77,8 @@ class TrainConfig:
             raise UserError("train.strategies must name at least one strategy")
         if self.average < 0:
             raise UserError(f"train.average must be 0 (off) or a number of checkpoints, got {self.average}")
+        if self.loader_workers < 0:
+            raise UserError(f"train.loader_workers must be 0 (batches made in-process) or more, got {self.loader_workers}")
         if not 0 <= self.misread <= 1:
             raise UserError(f"train.misread is a probability, got {self.misread}")
         self.misread_categories = list(self.misread_categories)
@@ -323,10 +327,11 @@ class Trainer:
         self._lm_sum = 0.0
         return aux, 1, 0
 
-    def train_step(self) -> dict[str, float]:
+    def train_step(self, batch: tuple | None = None) -> dict[str, float]:
+        """One optimizer step on `batch` (this step's `self.batch(step)`, made here when None)."""
         cfg = self.cfg
         t0 = time.perf_counter()
-        packed, px, n_examples, targets = self.batch(self.step)
+        packed, px, n_examples, targets = batch if batch is not None else self.batch(self.step)
         lr = lr_at(self.step, cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps, cfg.restart)
         for group in self.opt.param_groups:
             group["lr"] = lr
@@ -407,8 +412,13 @@ class Trainer:
 
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="train", unit="step", disable=not progress or self.rank)
         trim = _malloc_trim()
+        batches = step_batches(self.batch, self.step, self.cfg.steps, self.cfg.loader_workers)
         while self.step < self.cfg.steps:
-            row = self.train_step()
+            t0 = time.perf_counter()
+            batch = next(batches)
+            wait = time.perf_counter() - t0  # making the batch here, or waiting for a worker's
+            row = self.train_step(batch)
+            row.update(step_s=row["step_s"] + wait, batch_s=wait)
             if trim is not None:
                 trim(0)
                 row["rss_mb"] = _rss_mb()
