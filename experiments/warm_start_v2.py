@@ -29,12 +29,23 @@ def resize_positions(table: torch.Tensor, side: int) -> torch.Tensor:
     return out[0].permute(1, 2, 0).reshape(side * side, -1).to(table.dtype)
 
 
-def warm_start(source, image_size: int, preset: str) -> VLM:
+def tile_positions(table: torch.Tensor, side: int) -> torch.Tensor:
+    """A [g*g, d] grid repeated periodically to [side*side, d]: cell (r, c) gets the embedding of
+    (r mod g, c mod g), so neighbouring cells differ as they did on the small grid."""
+    g = int(round(table.shape[0] ** 0.5))
+    idx = torch.arange(side) % g
+    return table.reshape(g, g, -1)[idx][:, idx].reshape(side * side, -1)
+
+
+POSITIONS = {"bicubic": resize_positions, "periodic": tile_positions}
+
+
+def warm_start(source, image_size: int, preset: str, positions: str = "bicubic") -> VLM:
     v1 = VLM.load(source)
     spec = replace(v1.spec, image_size=image_size)
     v2 = VLM.tiny(spec)
     state = v1.model.state_dict()
-    state[POS] = resize_positions(state[POS], image_size // spec.patch_size)
+    state[POS] = POSITIONS[positions](state[POS], image_size // spec.patch_size)
     v2.model.load_state_dict(state)  # strict: every other weight has v1's shape
     v2.pages = asdict(synth_config({"preset": preset}))
     return v2
@@ -46,8 +57,10 @@ def main() -> None:
     ap.add_argument("--source", default=str(SHIPPED))
     ap.add_argument("--image-size", type=int, default=640)
     ap.add_argument("--preset", default="v2_model")
+    ap.add_argument("--positions", choices=sorted(POSITIONS), default="bicubic",
+                    help="how the position grid grows: resized (bicubic) or repeated (periodic)")
     args = ap.parse_args()
-    path = warm_start(args.source, args.image_size, args.preset).save(args.out)
+    path = warm_start(args.source, args.image_size, args.preset, args.positions).save(args.out)
     print(f"wrote {path}")
 
 
