@@ -4,15 +4,16 @@
 # then the device tool's run with command "bash experiments/device_train_v2.sh", carry [".whl"],
 # timeout_s 600. What it does there:
 #   1. installs .whl/ into /tmp/site (no network there; pip only unpacks);
-#   2. times 13 steps of experiments/train_v2.sh (bf16, 8 batch workers) and sizes the run to
+#   2. times 13 steps of experiments/train_v2.sh (bf16; PAGES_PER_STEP=16 pages a step, not the CPU's
+#      4: a 5 M-parameter model leaves an H200 idle at 4; 14 batch workers) and sizes the run to
 #      TRAIN_S seconds (default 360) at that pace: at least MIN_STEPS (2000, the CPU schedule), at
 #      most 15000 (v1's step count), the schedule's stages as in tiny_v2.yaml;
 #   3. trains, stopped after TRAIN_S + 120 s in any case (checkpoints every 200 steps);
 #   4. writes $OUT/v2_model.tar (the checkpoint folder, weights in fp16: `model.path=` it here,
 #      or ship it with scripts/ship_model.sh after unpacking), $OUT/history.jsonl (one row per
 #      step), $OUT/train.log and $OUT/pace.log. The device tool brings back at most 8 files of 16 MiB.
-# Locally, to check the script: SKIP_WHEELS=1 PYTHON=.venv/bin/python DEVICE=cpu PACE_STEPS=5 TRAIN_S=30 MIN_STEPS=2 \
-#   OUT=/tmp/o WORK=/tmp/w bash experiments/device_train_v2.sh
+# Locally, to check the script: SKIP_WHEELS=1 PYTHON=.venv/bin/python DEVICE=cpu WORKERS=0 PAGES_PER_STEP=4 PACE_STEPS=5 \
+#   TRAIN_S=30 MIN_STEPS=2 OUT=/tmp/o WORK=/tmp/w bash experiments/device_train_v2.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:?OUT: the folder whose files come back (the device tool sets it)}
@@ -22,7 +23,8 @@ if [ -z "${SKIP_WHEELS:-}" ]; then
   export PYTHONPATH=/tmp/site
 fi
 PY=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1 PYTHON=$PY DEVICE=${DEVICE:-cuda}
+export PYTHONUNBUFFERED=1 PYTHON=$PY DEVICE=${DEVICE:-cuda} WORKERS=${WORKERS:-14}
+PAGES_PER_STEP=${PAGES_PER_STEP:-16}
 WORK=${WORK:-/tmp/treedec-v2}
 TRAIN_S=${TRAIN_S:-360}
 MIN_STEPS=${MIN_STEPS:-2000}
@@ -30,7 +32,8 @@ mkdir -p "$OUT" "$WORK"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/train.log"
 # 1-2. the pace: median step time of steps 4-PACE_STEPS (the first ones hold start-up and kernel compilation)
 PACE_STEPS=${PACE_STEPS:-13}
-bash experiments/train_v2.sh "$WORK/pace" train.steps="$PACE_STEPS" train.ckpt_every=1000 > "$OUT/pace.log" 2>&1
+bash experiments/train_v2.sh "$WORK/pace" train.steps="$PACE_STEPS" train.ckpt_every=1000 train.pages_per_step="$PAGES_PER_STEP" \
+  > "$OUT/pace.log" 2>&1
 steps=$($PY - "$WORK/pace/run/history.jsonl" "$TRAIN_S" "$MIN_STEPS" 2>> "$OUT/train.log" <<'PYEOF'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])][3:]
@@ -45,6 +48,7 @@ echo "steps: $steps" | tee -a "$OUT/train.log"
 mkdir -p "$WORK/v2" && cp -r "$WORK/pace/init" "$WORK/v2/init"
 start=$(date +%s)
 timeout -s INT $((TRAIN_S + 120)) bash experiments/train_v2.sh "$WORK/v2" train.steps="$steps" train.ckpt_every=200 \
+  train.pages_per_step="$PAGES_PER_STEP" \
   >> "$OUT/train.log" 2>&1 || echo "training stopped: rc $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/train.log"
 echo "training wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/train.log"
 # 4. the results
