@@ -4,11 +4,14 @@
 # then the device tool's run with command "bash experiments/device_train_v2.sh", carry [".whl"],
 # timeout_s 600. What it does there:
 #   1. installs .whl/ into /tmp/site (no network there; pip only unpacks);
-#   2. times 13 steps of experiments/train_v2.sh (bf16; PAGES_PER_STEP=16 pages a step, not the CPU's
-#      4: a 5 M-parameter model leaves an H200 idle at 4; 14 batch workers) and sizes the run to
-#      TRAIN_S seconds (default 360) at that pace: at least MIN_STEPS (2000, the CPU schedule), at
-#      most 15000 (v1's step count), the schedule's stages as in tiny_v2.yaml;
-#   3. trains, stopped after TRAIN_S + 120 s in any case (checkpoints every 200 steps);
+#   2. checks that everything imports, then times 13 steps of experiments/train_v2.sh on full v2
+#      pages (bf16; PAGES_PER_STEP=16 pages a step, not the CPU's 4: a 5 M-parameter model leaves
+#      an H200 idle at 4), batches made in-process so that both paces are seen: the GPU's step and
+#      a batch's making; the run's pace is the slower of the step and a batch / WORKERS (14 batch
+#      workers, fewer if /dev/shm is small), and its length TRAIN_S seconds (default 330) of that
+#      pace: at least MIN_STEPS (500), at most 15000 (v1's step count), stages as in tiny_v2.yaml;
+#   3. trains with train.time_limit_s=TRAIN_S (it stops after the step that reaches it, with a
+#      checkpoint, if the pace was misjudged), killed after TRAIN_S + 150 s in any case;
 #   4. writes $OUT/v2_model.tar (the checkpoint folder, weights in fp16: `model.path=` it here,
 #      or ship it with scripts/ship_model.sh after unpacking), $OUT/history.jsonl (one row per
 #      step), $OUT/train.log and $OUT/pace.log. The device tool brings back at most 8 files of 16 MiB.
@@ -26,20 +29,34 @@ PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 PYTHON=$PY DEVICE=${DEVICE:-cuda} WORKERS=${WORKERS:-14}
 PAGES_PER_STEP=${PAGES_PER_STEP:-16}
 WORK=${WORK:-/tmp/treedec-v2}
-TRAIN_S=${TRAIN_S:-360}
-MIN_STEPS=${MIN_STEPS:-2000}
+TRAIN_S=${TRAIN_S:-330}
+MIN_STEPS=${MIN_STEPS:-500}
 mkdir -p "$OUT" "$WORK"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/train.log"
+: > "$OUT/train.log"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$OUT/train.log"
+$PY -c "import torch, transformers, hydra, omegaconf, Levenshtein, apted, treedec.cli, treedec.training.trainer
+print('imports: torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)" \
+  2>&1 | tee -a "$OUT/train.log"
+# prefetched batches travel through /dev/shm: ~160 MB each at 16 pages, two queued per worker
+shm_gb=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9); shm_gb=${shm_gb:-0}
+if [ "$WORKERS" -gt 0 ] && [ $(( WORKERS * 2 * 2 )) -gt $(( shm_gb * 10 / 16 )) ]; then
+  WORKERS=$(( shm_gb * 10 / 16 / 4 )); [ "$WORKERS" -ge 1 ] || WORKERS=0
+  echo "/dev/shm has ${shm_gb} GB free: $WORKERS batch workers" | tee -a "$OUT/train.log"
+fi
 # 1-2. the pace: median step time of steps 4-PACE_STEPS (the first ones hold start-up and kernel compilation)
 PACE_STEPS=${PACE_STEPS:-13}
-bash experiments/train_v2.sh "$WORK/pace" train.steps="$PACE_STEPS" train.ckpt_every=1000 train.pages_per_step="$PAGES_PER_STEP" \
-  > "$OUT/pace.log" 2>&1
-steps=$($PY - "$WORK/pace/run/history.jsonl" "$TRAIN_S" "$MIN_STEPS" 2>> "$OUT/train.log" <<'PYEOF'
+WORKERS=0 bash experiments/train_v2.sh "$WORK/pace" train.start_step=1000 train.steps=$(( 1000 + PACE_STEPS )) \
+  train.ckpt_every=100000 train.pages_per_step="$PAGES_PER_STEP" > "$OUT/pace.log" 2>&1
+steps=$($PY - "$WORK/pace/run/history.jsonl" "$TRAIN_S" "$MIN_STEPS" "$WORKERS" 2>> "$OUT/train.log" <<'PYEOF'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])][3:]
-pace = statistics.median(r["step_s"] for r in rows)
-steps = max(int(sys.argv[3]), min(15000, int(float(sys.argv[2]) / pace)))
-print(f"pace: {pace:.3f} s a step (median of {len(rows)}), batch wait {statistics.median(r['batch_s'] for r in rows):.3f} s -> {steps} steps", file=sys.stderr)
+budget, floor, workers = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+compute = statistics.median(r["step_s"] - r["batch_s"] for r in rows)
+making = statistics.median(r["batch_s"] for r in rows)
+pace = max(compute, making / workers if workers else compute + making)
+steps = max(floor, min(15000, int(budget / pace)))
+print(f"pace (median of {len(rows)} steps on full pages): step {compute:.3f} s, making a batch {making:.3f} s, "
+      f"{workers} workers -> {pace:.3f} s a step -> {steps} steps", file=sys.stderr)
 print(steps)
 PYEOF
 )
@@ -47,8 +64,8 @@ echo "steps: $steps" | tee -a "$OUT/train.log"
 # 3. the run, from the pace run's warm start (made once)
 mkdir -p "$WORK/v2" && cp -r "$WORK/pace/init" "$WORK/v2/init"
 start=$(date +%s)
-timeout -s INT $((TRAIN_S + 120)) bash experiments/train_v2.sh "$WORK/v2" train.steps="$steps" train.ckpt_every=200 \
-  train.pages_per_step="$PAGES_PER_STEP" \
+timeout -s INT $((TRAIN_S + 150)) bash experiments/train_v2.sh "$WORK/v2" train.steps="$steps" train.ckpt_every=200 \
+  train.pages_per_step="$PAGES_PER_STEP" train.time_limit_s="$TRAIN_S" \
   >> "$OUT/train.log" 2>&1 || echo "training stopped: rc $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/train.log"
 echo "training wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/train.log"
 # 4. the results

@@ -26,13 +26,14 @@ import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 s = json.loads((out / "padoc_vs_sequential" / "summary.json").read_text())
-cut = sum(any(f.startswith("cut") for f in json.loads(p.read_text()).get("flags", []))
+cut = sum(any("cut:" in f for f in json.loads(p.read_text()).get("flags", []))  # streams and crops
           for p in (out / "padoc_vs_sequential" / "pages").glob("*.json") if not p.name.endswith(".omnidocbench.json"))
 keys = ("text_edit", "layout_f1", "table_teds", "table_teds_s", "median_steps", "pages_per_s")
 print(f"{'':12}" + "".join(f"{k:>14}" for k in keys))
 for name, fig in (("padoc", s), ("sequential", s["baseline"])):
     print(f"{name:12}" + "".join(f"{'-' if fig.get(k) is None else round(fig[k], 4):>14}" for k in keys))
-print(f"steps ratio (sequential / padoc median): {s['steps_ratio']:.2f}x; pages/s ratio: {s['throughput_ratio']:.2f}x; "
+ratio = lambda k: "-" if s.get(k) is None else f"{s[k]:.2f}x"
+print(f"steps ratio (sequential / padoc median): {ratio('steps_ratio')}; pages/s ratio: {ratio('throughput_ratio')}; "
       f"padoc pages with a cut stream: {cut} of {s['pages']}")
 for name in ("oracle", "oracle_real"):
     f = out / name / "summary.json"

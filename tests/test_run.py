@@ -57,8 +57,10 @@ def test_run_writes_the_outputs_contract(tmp_path):
         assert fig["p95_latency_s"] > fig["p95_decode_latency_s"] > 0
     assert s["attention_steps"] > 0 and s["attention_padding"] >= 1.0
     assert "Wall time by phase" in report
-    # the baseline's quality has the strategy's figures (TEDS too), not a subset
-    assert set(run_mod.QUALITY_KEYS) <= set(s) and set(run_mod.QUALITY_KEYS) <= set(s["baseline"])
+    # the baseline's quality has the strategy's figures (TEDS too), not a subset: measured where the strategy's are
+    measured = [k for k in run_mod.QUALITY_KEYS if s[k] is not None]
+    assert "text_edit" in measured and "layout_f1" in measured and len(measured) > 2
+    assert [k for k in run_mod.QUALITY_KEYS if s["baseline"][k] is not None] == measured
 
 
 def test_drafting_is_timed_from_a_cold_cache(tmp_path):

@@ -90,4 +90,5 @@ def main(cfg, out: RunOutput) -> dict:
     return {"steps": trainer.step, "final_loss": sum(h["loss"] for h in last) / len(last),
             "final_token_acc": sum(h["token_acc"] for h in last) / len(last),
             "train_s": sum(h["step_s"] for h in history), "model": str(out.dir / "model"), "resumed": resumed,
-            "params_m": sum(p.numel() for p in vlm.model.parameters()) / 1e6}
+            "params_m": sum(p.numel() for p in vlm.model.parameters()) / 1e6,
+            "stopped_early": trainer.stopped_early}  # at train.time_limit_s; rerun with a larger one to go on

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-import torch
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -32,16 +31,12 @@ def _as_made(batch):
     return batch  # no collation: a batch is one step's packed examples already
 
 
-def _one_thread(_worker_id: int) -> None:
-    torch.set_num_threads(1)  # each worker makes one batch at a time; the cores are the workers'
-
-
 def step_batches(make: Callable[[int], tuple], start: int, stop: int, workers: int) -> Iterator[tuple]:
     """The batches of steps start..stop-1, in order: made here (workers=0) or `workers` forked
-    processes ahead of the consumer (two batches queued per worker)."""
+    processes ahead of the consumer (two batches queued per worker; torch gives each worker one thread)."""
     if workers <= 0:
         return (make(step) for step in range(start, stop))
     loader = DataLoader(StepBatches(make, start, stop), batch_size=None, shuffle=False, num_workers=workers,
-                        prefetch_factor=2, multiprocessing_context="fork", worker_init_fn=_one_thread,
+                        prefetch_factor=2, multiprocessing_context="fork",
                         collate_fn=_as_made)
     return iter(loader)

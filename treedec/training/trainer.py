@@ -64,6 +64,9 @@ class TrainConfig:
     loader_workers: int = 0  # > 0: batches made ahead in this many forked processes (training/prefetch.py)
     device: str = "auto"  # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
     start_step: int = 0  # continue a schedule from weights alone (model.path=...), e.g. without its optimizer state
+    # > 0: stop after the first step that ends this many seconds into `fit`, with a checkpoint (resumable):
+    # a run sized for a fixed wall-clock budget (experiments/device_train_v2.sh) ends cleanly if its pace was misjudged
+    time_limit_s: float = 0.0
     grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
     # MTP head training (train strategy=mtp|hpd, treedec/training/mtp.py): pages whose base hidden states are
     # computed once, rows per head step, the head's SwiGLU width
@@ -77,6 +80,8 @@ class TrainConfig:
             raise UserError("train.strategies must name at least one strategy")
         if self.average < 0:
             raise UserError(f"train.average must be 0 (off) or a number of checkpoints, got {self.average}")
+        if self.time_limit_s < 0:
+            raise UserError(f"train.time_limit_s must be 0 (none) or a number of seconds, got {self.time_limit_s}")
         if self.loader_workers < 0:
             raise UserError(f"train.loader_workers must be 0 (batches made in-process) or more, got {self.loader_workers}")
         if not 0 <= self.misread <= 1:
@@ -175,6 +180,9 @@ class Trainer:
         self.grid = vlm.spec.image_size // vlm.spec.patch_size
         self.heads = None
         if cfg.grounding.enabled:
+            if self.world > 1 and cfg.grounding.vision_warmup > 0:
+                raise UserError("train.grounding.vision_warmup > 0 runs the vision tower outside DDP, so ranks would "
+                                "drift apart; under torchrun set it to 0 (or warm up in one process first)")
             if vlm.spec.scale_factor != 1:
                 raise UserError("train.grounding needs model.spec.scale_factor=1 (one image token per glyph cell)")
             hidden, vocab = vlm.model.config.text_config.hidden_size, vlm.model.config.text_config.vocab_size
@@ -185,6 +193,7 @@ class Trainer:
             self._hook = vlm.model.model.connector.register_forward_hook(lambda m, i, o: self._feats.append(o))
         self.aux_stats: dict[str, float] = {}
         self.step = cfg.start_step
+        self.stopped_early = False  # fit ended at train.time_limit_s, before train.steps
         self.history: list[dict[str, float]] = []
 
     # ------------------------------------------------------------------ data
@@ -407,11 +416,21 @@ class Trainer:
         return True
 
     # ------------------------------------------------------------------ loop
+    def _out_of_time(self, started: float) -> bool:
+        """train.time_limit_s is reached (under DDP: on any rank, so that all ranks stop at one step)."""
+        late = torch.tensor([float(time.perf_counter() - started >= self.cfg.time_limit_s)], device=self.device)
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(late, op=dist.ReduceOp.MAX)
+        return bool(late.item())
+
     def fit(self, progress: bool = True) -> list[dict[str, float]]:
         from tqdm import tqdm
 
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="train", unit="step", disable=not progress or self.rank)
         trim = _malloc_trim()
+        started = time.perf_counter()
         batches = step_batches(self.batch, self.step, self.cfg.steps, self.cfg.loader_workers)
         while self.step < self.cfg.steps:
             t0 = time.perf_counter()
@@ -429,6 +448,10 @@ class Trainer:
                 self.log.log(row, step=self.step)
             if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps:
                 self.save()
+            elif self.cfg.time_limit_s and self._out_of_time(started):
+                self.save()
+                self.stopped_early = True
+                break
         bar.close()
         if self.heads is not None:
             self._hook.remove()
