@@ -63,6 +63,7 @@ if t.rank == 0:
     heads = _params(t.heads) if t.heads is not None else torch.zeros(0)
     torch.save([_params(t.vlm.model), heads], {out!r} + "/params.pt")
     json.dump([h["loss"] for h in t.history], open({out!r} + "/loss.json", "w"))
+t.close()
 """
 GROUNDED_PAGE = {**PAGE, "cell": [16, 16], "wrap": "hard"}  # one glyph per patch, as grounding needs
 

@@ -75,6 +75,7 @@ def main(cfg, out: RunOutput) -> dict:
     if trainer.step >= tcfg.steps and not resumed:
         raise UserError("train.steps must be >= 1")
     history = trainer.fit()
+    trainer.close()
     if trainer.rank != 0:
         return None
     if tcfg.average > 0:

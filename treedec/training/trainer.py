@@ -416,6 +416,15 @@ class Trainer:
         return True
 
     # ------------------------------------------------------------------ loop
+    def close(self) -> None:
+        """Under torchrun: wait for every rank, then end the process group. A rank that exits with
+        its gloo group alive can abort ("terminate called without an active exception")."""
+        import torch.distributed as dist
+
+        if self.world > 1 and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
     def _out_of_time(self, started: float) -> bool:
         """train.time_limit_s is reached (under DDP: on any rank, so that all ranks stop at one step)."""
         late = torch.tensor([float(time.perf_counter() - started >= self.cfg.time_limit_s)], device=self.device)
