@@ -12,8 +12,9 @@
 #      pace: at least MIN_STEPS (500), at most 15000 (v1's step count), stages as in tiny_v2.yaml;
 #   3. trains with train.time_limit_s=TRAIN_S (it stops after the step that reaches it, with a
 #      checkpoint, if the pace was misjudged), killed after TRAIN_S + 150 s in any case;
-#   4. writes $OUT/v2_model.tar (the checkpoint folder, weights in fp16: `model.path=` it here,
-#      or ship it with scripts/ship_model.sh after unpacking), $OUT/history.jsonl (one row per
+#   4. writes $OUT/v2_model.tar (the checkpoint folder as scripts/ship_model.sh ships one: weights
+#      in fp16, training.png, training_summary.json; unpack it and `model.path=` it, or copy it
+#      under treedec/assets/models/), $OUT/history.jsonl (one row per
 #      step), $OUT/train.log and $OUT/pace.log. The device tool brings back at most 8 files of 16 MiB.
 # Locally, to check the script: SKIP_WHEELS=1 PYTHON=.venv/bin/python DEVICE=cpu WORKERS=0 PAGES_PER_STEP=4 PACE_STEPS=5 \
 #   TRAIN_S=30 MIN_STEPS=2 OUT=/tmp/o WORK=/tmp/w bash experiments/device_train_v2.sh
@@ -68,15 +69,13 @@ timeout -s INT $((TRAIN_S + 150)) bash experiments/train_v2.sh "$WORK/v2" train.
   train.pages_per_step="$PAGES_PER_STEP" train.time_limit_s="$TRAIN_S" \
   >> "$OUT/train.log" 2>&1 || echo "training stopped: rc $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/train.log"
 echo "training wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/train.log"
-# 4. the results
-ckpt="$WORK/v2/run/model"; [ -d "$ckpt" ] || ckpt="$WORK/v2/run/checkpoints/last"
-mkdir -p "$WORK/ship/v2_model"
-for f in config.json generation_config.json model.safetensors processor_config.json tokenizer.json tokenizer_config.json \
-         treedec.json; do cp "$ckpt/$f" "$WORK/ship/v2_model/"; done
-$PY scripts/half_weights.py "$WORK/ship/v2_model/model.safetensors"
+# 4. the results: the checkpoint as ship_model.sh ships one (weights in fp16, curves plotted), as one tar
+if [ ! -f "$WORK/v2/run/history.jsonl" ]; then  # killed before `train` wrote it: the last checkpoint's
+  $PY -c "import json, sys, torch; [print(json.dumps(r)) for r in torch.load(sys.argv[1], weights_only=False)['history']]" \
+    "$WORK/v2/run/checkpoints/last/trainer_state.pt" > "$WORK/v2/run/history.jsonl"
+fi
+DST="$WORK/ship/v2_model" bash scripts/ship_model.sh "$WORK/v2/run" >> "$OUT/train.log" 2>&1
 tar -C "$WORK/ship" -cf "$OUT/v2_model.tar" v2_model
-if [ -f "$WORK/v2/run/history.jsonl" ]; then cp "$WORK/v2/run/history.jsonl" "$OUT/"
-else $PY -c "import json, sys, torch; [print(json.dumps(r)) for r in torch.load(sys.argv[1], weights_only=False)['history']]" \
-       "$ckpt/trainer_state.pt" > "$OUT/history.jsonl"; fi
+cp "$WORK/v2/run/history.jsonl" "$OUT/"
 tail -n 3 "$OUT/history.jsonl"
 ls -l "$OUT"

@@ -33,7 +33,8 @@ mkdir -p "$OUT"
 # NPROC > 1: data parallel ranks under torchrun (gloo on CPU, one thread each; nccl on GPUs)
 NPROC=${NPROC:-1}
 if [ "$NPROC" -gt 1 ]; then
-  LAUNCH=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC"); [ "$BF16" = false ] && THREADS=1
+  LAUNCH=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC")
+  if [ "$BF16" = false ]; then THREADS=1; fi  # on CPU the ranks take a core each
 else
   LAUNCH=("$PY")
 fi

@@ -23,7 +23,7 @@ if [ -n "$step" ]; then
 else
   ckpt="$src/model"; [ -d "$ckpt" ] || ckpt="$src/checkpoints/last"
 fi
-dst=treedec/assets/models/tiny
+dst=${DST:-treedec/assets/models/tiny}  # DST=DIR: the same into another folder (experiments/device_train_v2.sh)
 before=${HISTORY_BEFORE:-}
 [ -z "$before" ] || [ -f "$before" ] || { echo "HISTORY_BEFORE: no file $before" >&2; exit 2; }
 before_copy=$(mktemp)  # copied first: it may be the shipped history, replaced below

@@ -7,6 +7,7 @@ import torch
 torch.set_num_threads(2)
 
 ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
 
 
 def load_script(path: str):
@@ -17,7 +18,6 @@ def load_script(path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
 
 
 @pytest.fixture(scope="session")

@@ -55,6 +55,7 @@ import json, sys, torch
 sys.path.insert(0, {tests!r})
 from test_training import SPEC, _cfg, _params
 from treedec.models.vlm import VLM
+from treedec.training import distributed
 from treedec.training.trainer import Trainer
 torch.set_num_threads(1)
 t = Trainer(VLM.tiny(SPEC, seed=3), _cfg(**{kw!r}), {out!r})
@@ -63,7 +64,7 @@ if t.rank == 0:
     heads = _params(t.heads) if t.heads is not None else torch.zeros(0)
     torch.save([_params(t.vlm.model), heads], {out!r} + "/params.pt")
     json.dump([h["loss"] for h in t.history], open({out!r} + "/loss.json", "w"))
-t.close()
+distributed.close(t.world)
 """
 GROUNDED_PAGE = {**PAGE, "cell": [16, 16], "wrap": "hard"}  # one glyph per patch, as grounding needs
 

@@ -93,6 +93,27 @@ def all_max(value: int, device: torch.device, world: int) -> int:
     return int(t[0])
 
 
+def average_grads(params, world: int) -> None:
+    """Average over the ranks the gradients of parameters no DDP wrapper sees, as DDP does."""
+    if world > 1:
+        import torch.distributed as dist
+
+        for p in params:
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                p.grad /= world
+
+
+def close(world: int) -> None:
+    """Under torchrun: wait for every rank, then end the process group. A rank that exits with
+    its gloo group alive can abort ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    if world > 1 and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def full_state_dict(module: torch.nn.Module, kind: str) -> dict[str, torch.Tensor]:
     """The unsharded state dict on the CPU (a collective under FSDP: every rank calls it)."""
     if kind == "fsdp":

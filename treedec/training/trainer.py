@@ -27,6 +27,7 @@ from treedec.models.attention import register
 from treedec.models.vlm import VLM, pixels
 from treedec.page import CATEGORIES
 from treedec.strategies.base import STRATEGIES
+from treedec.training import distributed
 from treedec.training.examples import crop_examples, misread, page_example
 from treedec.training.grounding import GroundingConfig, Steer, Targets, content_rows, image_labels
 from treedec.training.packing import IGNORE, pack
@@ -133,16 +134,6 @@ def _device(name: str, world: int) -> torch.device:
     if name == "cuda" and world > 1:
         name = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     return torch.device(name)
-
-
-def _average_grads(params, world: int) -> None:
-    """Average the gradients of parameters that DDP does not see over the ranks, as DDP does."""
-    import torch.distributed as dist
-
-    for p in params:
-        if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad /= world
 
 
 def _dist(device: str) -> tuple[int, int]:
@@ -289,12 +280,7 @@ class Trainer:
             ls, lr = -steer.logp.sum(), F.cross_entropy(readout, chars, reduction="sum")
             counts[3:] = [steer.logp.numel(), len(targets.chars)]
             stats.update(steer_p=steer.logp.exp().mean().item(), readout_acc=(readout.argmax(-1) == chars).float().mean().item())
-        c = torch.tensor(counts, dtype=torch.float64, device=self.device)
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(c)
-        c = c.clamp(min=1).to(lg.dtype)
+        c = torch.tensor(distributed.all_sum(counts, self.device, self.world), dtype=lg.dtype, device=self.device).clamp(min=1)
         total = g.glyph * (lg / c[0] + lp / c[1])
         if ls is not None:
             total = total + g.steer * ls / c[3] + g.readout * lr / c[4]
@@ -355,8 +341,8 @@ class Trainer:
             dist.all_reduce(total)
         # DDP averages gradients over ranks: scale so the update is sum / global tokens
         (loss_sum * self.world / total[0]).backward()
-        if self.world > 1 and self.heads is not None:  # the grounding heads sit outside DDP: average them here
-            _average_grads(self.heads.parameters(), self.world)
+        if self.heads is not None:  # the grounding heads sit outside DDP: average them here
+            distributed.average_grads(self.heads.parameters(), self.world)
         params = list(self.model.parameters()) + (list(self.heads.parameters()) if self.heads is not None else [])
         gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         self.opt.step()
@@ -416,23 +402,10 @@ class Trainer:
         return True
 
     # ------------------------------------------------------------------ loop
-    def close(self) -> None:
-        """Under torchrun: wait for every rank, then end the process group. A rank that exits with
-        its gloo group alive can abort ("terminate called without an active exception")."""
-        import torch.distributed as dist
-
-        if self.world > 1 and dist.is_initialized():
-            dist.barrier()
-            dist.destroy_process_group()
-
     def _out_of_time(self, started: float) -> bool:
         """train.time_limit_s is reached (under DDP: on any rank, so that all ranks stop at one step)."""
-        late = torch.tensor([float(time.perf_counter() - started >= self.cfg.time_limit_s)], device=self.device)
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(late, op=dist.ReduceOp.MAX)
-        return bool(late.item())
+        late = int(time.perf_counter() - started >= self.cfg.time_limit_s)
+        return bool(distributed.all_max(late, self.device, self.world))
 
     def fit(self, progress: bool = True) -> list[dict[str, float]]:
         from tqdm import tqdm
