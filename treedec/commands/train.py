@@ -13,7 +13,6 @@ from treedec.loggers import make_logger
 from treedec.models.loader import load_model
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.outputs import RunOutput
-from treedec.training import distributed
 from treedec.training.trainer import TrainConfig, Trainer
 
 
@@ -76,7 +75,7 @@ def main(cfg, out: RunOutput) -> dict:
     if trainer.step >= tcfg.steps and not resumed:
         raise UserError("train.steps must be >= 1")
     history = trainer.fit()
-    distributed.close(trainer.world)
+    trainer.close()
     if trainer.rank != 0:
         return None
     if tcfg.average > 0:

@@ -12,7 +12,6 @@ from omegaconf import OmegaConf
 from treedec.errors import UserError
 from treedec.loggers import make_logger
 from treedec.outputs import RunOutput
-from treedec.training import distributed
 
 
 def main(cfg, out: RunOutput, tcfg) -> dict | None:
@@ -38,7 +37,7 @@ def main(cfg, out: RunOutput, tcfg) -> dict | None:
     if resuming and trainer.resume(ckpt) and trainer.rank == 0:
         print(f"resumed from {ckpt} at step {trainer.step}")
     history = trainer.fit(out.dir)
-    distributed.close(trainer.world)
+    trainer.close()
     if trainer.rank != 0:
         return None
     (out.dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))

@@ -104,14 +104,26 @@ def average_grads(params, world: int) -> None:
                 p.grad /= world
 
 
+def unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    """The module inside a DDP wrapper (FSDP shards in place: returned as is)."""
+    return module.module if isinstance(module, torch.nn.parallel.DistributedDataParallel) else module
+
+
 def close(world: int) -> None:
-    """Under torchrun: wait for every rank, then end the process group. A rank that exits with
-    its gloo group alive can abort ("terminate called without an active exception")."""
+    """Wait for every rank, then end the process group. Callers drop their DDP wrappers first
+    (`unwrap`): a wrapper's reducer keeps the group and its gloo threads alive past
+    `destroy_process_group`, to be freed while the interpreter shuts down, where a gloo thread
+    can abort the process ("terminate called without an active exception")."""
+    import gc
+
     import torch.distributed as dist
 
-    if world > 1 and dist.is_initialized():
-        dist.barrier()
+    gc.collect()
+    if dist.is_initialized():  # (FSDP's one-process group too)
+        if world > 1:
+            dist.barrier()
         dist.destroy_process_group()
+    gc.collect()
 
 
 def full_state_dict(module: torch.nn.Module, kind: str) -> dict[str, torch.Tensor]:

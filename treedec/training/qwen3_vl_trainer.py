@@ -161,6 +161,13 @@ class VLTrainer:
                 "grad_norm": float(gnorm), "tokens": total, "micro_batches": n_micro,
                 "step_s": time.perf_counter() - t0}
 
+    def close(self) -> None:
+        """This rank's end (every rank calls it after `fit`): the DDP wrapper goes, then the process
+        group (see `distributed.close`). Under FSDP the group's gloo threads outlive this: torch's
+        DTensor specs keep its device mesh, and the mesh the group, until the interpreter exits."""
+        self.module = distributed.unwrap(self.module)
+        distributed.close(self.world)
+
     def fit(self, out: Path | None = None, progress: bool = True) -> list[dict[str, float]]:
         from tqdm import tqdm
 

@@ -126,37 +126,16 @@ def _rss_mb() -> float | None:
         return None
 
 
-def _device(name: str, world: int) -> torch.device:
-    """The training device: `auto` is cuda when available; under torchrun each rank takes the
-    GPU of its LOCAL_RANK."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and world > 1:
-        name = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
-    return torch.device(name)
-
-
-def _dist(device: str) -> tuple[int, int]:
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        import torch.distributed as dist
-
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if _device(device, 1).type == "cuda" else "gloo")
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 class Trainer:
     def __init__(self, vlm: VLM, cfg: TrainConfig, out: Path, log=None):
         self.vlm, self.cfg, self.out = vlm, cfg, Path(out)
-        self.rank, self.world = _dist(cfg.device)
+        self.rank, self.world, self.device = distributed.init(cfg.device)
         self.log = log
         torch.manual_seed(cfg.seed)
         if cfg.attention == "tree":
             vlm.model.model.text_model.config._attn_implementation = register()
-        self.device = _device(cfg.device, self.world)
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
         self.model = vlm.model.to(self.device).train()
         if self.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -334,11 +313,7 @@ class Trainer:
             loss_sum, n_tok, correct = self.vision_loss(px, targets)
         else:
             loss_sum, n_tok, correct = self.loss(packed, px, targets)
-        total = torch.tensor([n_tok, correct], dtype=torch.float64, device=self.device)
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(total)
+        total = distributed.all_sum([n_tok, correct], self.device, self.world)
         # DDP averages gradients over ranks: scale so the update is sum / global tokens
         (loss_sum * self.world / total[0]).backward()
         if self.heads is not None:  # the grounding heads sit outside DDP: average them here
@@ -348,14 +323,10 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.step += 1
-        loss_val = torch.tensor([self._lm_sum], dtype=torch.float64, device=self.device)  # the LM loss alone, comparable across runs
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(loss_val)
+        lm_sum = distributed.all_sum([self._lm_sum], self.device, self.world)[0]  # the LM loss alone, comparable across runs
         dt = time.perf_counter() - t0
-        return {"step": self.step, "loss": float(loss_val[0] / total[0]), "token_acc": float(total[1] / total[0]),
-                "lr": lr, "grad_norm": float(gnorm), "tokens": float(total[0]), "step_s": dt,
+        return {"step": self.step, "loss": lm_sum / total[0], "token_acc": total[1] / total[0],
+                "lr": lr, "grad_norm": float(gnorm), "tokens": total[0], "step_s": dt,
                 "stage": stage_at(self.step - 1, cfg.stages)[0], "examples": n_examples, **self.aux_stats}
 
     # ------------------------------------------------------------------ checkpoints
@@ -406,6 +377,12 @@ class Trainer:
         """train.time_limit_s is reached (under DDP: on any rank, so that all ranks stop at one step)."""
         late = int(time.perf_counter() - started >= self.cfg.time_limit_s)
         return bool(distributed.all_max(late, self.device, self.world))
+
+    def close(self) -> None:
+        """This rank's end under torchrun (every rank calls it after `fit`): the DDP wrapper goes,
+        then the process group (see `distributed.close`)."""
+        self.model = distributed.unwrap(self.model)
+        distributed.close(self.world)
 
     def fit(self, progress: bool = True) -> list[dict[str, float]]:
         from tqdm import tqdm
