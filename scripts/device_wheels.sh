@@ -12,13 +12,15 @@ grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/ex
 rm -rf .whl && mkdir -p .whl
 pins=$($PY - <<'PYEOF'
 from importlib.metadata import version
-print(" ".join(f"{n}=={version(n)}" for n in ("transformers", "hydra-core", "omegaconf", "levenshtein", "rapidfuzz", "apted")))
+print(" ".join(f"{n}=={version(n)}" for n in ("transformers", "hydra-core", "omegaconf", "levenshtein", "rapidfuzz", "apted",
+                                              "antlr4-python3-runtime")))
 PYEOF
 )
+antlr=${pins##* }; pins=${pins% *}  # the last pin: built below, not downloaded
 echo "device_wheels: $pins"
 # shellcheck disable=SC2086
 $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl $pins
 # OmegaConf's parser runtime exists as a source release only: a pure-Python wheel built here
-$PY -m pip wheel -q --no-deps "antlr4-python3-runtime==$($PY -c 'from importlib.metadata import version; print(version("antlr4-python3-runtime"))')" -w .whl
+$PY -m pip wheel -q --no-deps "$antlr" -w .whl
 ls -1 .whl && du -sh .whl

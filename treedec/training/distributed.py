@@ -114,16 +114,12 @@ def close(world: int) -> None:
     (`unwrap`): a wrapper's reducer keeps the group and its gloo threads alive past
     `destroy_process_group`, to be freed while the interpreter shuts down, where a gloo thread
     can abort the process ("terminate called without an active exception")."""
-    import gc
-
     import torch.distributed as dist
 
-    gc.collect()
     if dist.is_initialized():  # (FSDP's one-process group too)
         if world > 1:
             dist.barrier()
         dist.destroy_process_group()
-    gc.collect()
 
 
 def full_state_dict(module: torch.nn.Module, kind: str) -> dict[str, torch.Tensor]:

@@ -126,8 +126,6 @@ def _rss_mb() -> float | None:
         return None
 
 
-
-
 class Trainer:
     def __init__(self, vlm: VLM, cfg: TrainConfig, out: Path, log=None):
         self.vlm, self.cfg, self.out = vlm, cfg, Path(out)
@@ -136,10 +134,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         if cfg.attention == "tree":
             vlm.model.model.text_model.config._attn_implementation = register()
-        self.model = vlm.model.to(self.device).train()
-        if self.world > 1:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        self.model = distributed.wrap(vlm.model.to(self.device).train(), distributed.resolve("auto", self.world),
+                                      self.device, [])  # DDP under torchrun
         decay = [p for n, p in vlm.model.named_parameters() if p.ndim >= 2]
         no_decay = [p for n, p in vlm.model.named_parameters() if p.ndim < 2]
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
