@@ -329,3 +329,6 @@ def test_time_limit_stops_with_a_checkpoint_that_resumes(tmp_path):
     assert c.resume() and c.step == 1
     c.fit(progress=False)
     assert not c.stopped_early and torch.equal(_params(a.vlm.model), _params(c.vlm.model))
+    d = Trainer(VLM.tiny(SPEC, seed=6), _cfg(steps=3, ckpt_every=1, time_limit_s=1e-9), tmp_path / "d")
+    d.fit(progress=False)  # a checkpoint step stops too
+    assert d.stopped_early and d.step == 1

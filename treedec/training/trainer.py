@@ -401,10 +401,12 @@ class Trainer:
             bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['token_acc']:.3f}", lr=f"{row['lr']:.1e}")
             if self.log is not None and self.rank == 0 and (self.step % self.cfg.log_every == 0 or self.step == 1):
                 self.log.log(row, step=self.step)
-            if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps:
+            saved = self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps
+            if saved:
                 self.save()
-            elif self.cfg.time_limit_s and self._out_of_time(started):
-                self.save()
+            if self.step < self.cfg.steps and self.cfg.time_limit_s and self._out_of_time(started):
+                if not saved:
+                    self.save()
                 self.stopped_early = True
                 break
         bar.close()
