@@ -24,10 +24,13 @@ def test_phases_are_exclusive_and_a_nested_run_is_stage1(monkeypatch):
                 with inner.phase("decode"):
                     t.now += 3.0
             t.now += 1.0
+        t.now += 0.5  # outside every phase: not in the totals, in the span (a run's wall time)
         with outer.phase("decode"):
             t.now += 5.0
+        t.now += 4.0  # after the last phase: in neither
     assert not phases.nested()
     assert dict(outer.totals) == {"draft": 3.0, "stage1": 3.0, "decode": 5.0}
+    assert outer.span == 11.5 and inner.span == 3.0
 
 
 def test_cold_drafts_points_the_cache_at_an_empty_folder_and_restores_it(monkeypatch, tmp_path):

@@ -73,14 +73,14 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
 def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Runtime, progress: bool,
             clock: phases.PhaseClock | None = None, on_record: Callable[[PageRecord], None] | None = None
             ) -> tuple[dict[str, PageRecord], list[str], float, float]:
-    """Records (by name), names in input order, the wall time of the whole (taken before
-    the locals are torn down) and the seconds before the runtime started decoding."""
+    """Records (by name), names in input order, the wall time of the whole (the clock's
+    span: taken before the locals are torn down) and the seconds before the runtime started
+    decoding."""
     from tqdm import tqdm
 
     clock = clock or phases.PhaseClock()
     records: dict[str, PageRecord] = {}
     names: list[str] = []  # input order
-    t0 = time.perf_counter()
     # one phase open from start to end, so that the phases add up to the run's wall time; the
     # clock is exclusive: drafting, reading each page as the engine pulls it and writing are
     # timed as their own phases, not as "decode"
@@ -111,7 +111,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Ru
                 done(page_record(r, strategy))
         finally:
             bar.close()
-    return records, names, time.perf_counter() - t0, started - t0
+    return records, names, clock.span, started - clock.started
 
 
 def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None],

@@ -1,7 +1,9 @@
 """Where a run's wall time goes: load, draft, stage 1, decode, write.
 
 `PhaseClock` times phases exclusively: entering a phase pauses the one around it, so the
-phases add up to the time spent inside them. A run opens one clock (`clock()`); a run
+phases add up to the time spent inside them; its `span` is the wall time from entering its
+first outermost phase to leaving its last one, read from the same clock readings (so a run's
+wall time has no gap, however small, that its phases could miss). A run opens one clock (`clock()`); a run
 started inside another (HSD's stage 1 decodes the drafted crops through the same run loop,
 `treedec.parse_pages`, while the page run's `draft` phase is open) records into the outer
 clock under its own phase instead, so drafting and stage 1 come apart without the strategy knowing.
@@ -30,12 +32,23 @@ class PhaseClock:
         self.totals: dict[str, float] = defaultdict(float)
         self._stack: list[str] = []
         self._t = 0.0
+        self.started: float | None = None  # perf_counter when the first outermost phase was entered
+        self.ended: float | None = None  # ... and when the last one was left
+
+    @property
+    def span(self) -> float:
+        """Wall seconds from entering the first outermost phase to leaving the last one."""
+        if self.started is None or self.ended is None:
+            return 0.0
+        return self.ended - self.started
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         now = time.perf_counter()
         if self._stack:
             self.totals[self._stack[-1]] += now - self._t
+        elif self.started is None:
+            self.started = now
         self._stack.append(name)
         self._t = now
         try:
@@ -44,6 +57,8 @@ class PhaseClock:
             now = time.perf_counter()
             self.totals[self._stack.pop()] += now - self._t
             self._t = now
+            if not self._stack:
+                self.ended = now
 
 
 def nested() -> bool:
