@@ -110,16 +110,21 @@ def unwrap(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def close(world: int) -> None:
-    """Wait for every rank, then end the process group. Callers drop their DDP wrappers first
-    (`unwrap`): a wrapper's reducer keeps the group and its gloo threads alive past
-    `destroy_process_group`, to be freed while the interpreter shuts down, where a gloo thread
-    can abort the process ("terminate called without an active exception")."""
+    """Wait for every rank, end the process group, then collect garbage. Callers drop their DDP
+    wrappers first (`unwrap`): a wrapper's reducer keeps the group and its gloo threads alive
+    past `destroy_process_group`, to be freed while the interpreter shuts down, where a gloo
+    thread can abort the process ("terminate called without an active exception"). The
+    collection frees a dropped wrapper held in reference cycles (Qwen3-VL's under DDP: without
+    it rank 1 still had its gloo threads at exit), so that the group goes now."""
+    import gc
+
     import torch.distributed as dist
 
     if dist.is_initialized():  # (FSDP's one-process group too)
         if world > 1:
             dist.barrier()
         dist.destroy_process_group()
+    gc.collect()
 
 
 def full_state_dict(module: torch.nn.Module, kind: str) -> dict[str, torch.Tensor]:
