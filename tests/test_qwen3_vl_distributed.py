@@ -18,11 +18,9 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 # `python -m treedec` that writes, as the interpreter starts shutting down, the OS threads of
 # its rank: gloo's must be gone by then, or one can abort the rank after training
 THREADS_AT_EXIT = """import atexit, json, os, runpy, sys
-def threads():
-    tasks = "/proc/self/task"
-    names = [open(f"{{tasks}}/{{n}}/comm").read().strip() for n in os.listdir(tasks)] if os.path.isdir(tasks) else []
-    json.dump(names, open({out!r} + f"/threads_{{os.environ['RANK']}}.json", "w"))
-atexit.register(threads)
+sys.path.insert(0, {tests!r})
+from distributed_helpers import os_threads
+atexit.register(lambda: json.dump(os_threads(), open({out!r} + f"/threads_{{os.environ['RANK']}}.json", "w")))
 sys.argv = ["treedec", *sys.argv[1:]]
 runpy.run_module("treedec", run_name="__main__", alter_sys=True)
 """
@@ -49,7 +47,7 @@ def one_process(tmp_path_factory):
 def test_two_processes_take_the_one_process_step(one_process, parallel, tmp_path):
     ckpt, want = one_process
     script = tmp_path / "treedec_threads.py"
-    script.write_text(THREADS_AT_EXIT.format(out=str(tmp_path)))
+    script.write_text(THREADS_AT_EXIT.format(tests=str(ROOT / "tests"), out=str(tmp_path)))
     got = train(TORCHRUN, ckpt, tmp_path / parallel, f"model.finetune.parallel={parallel}",
                 "model.finetune.bucket_tokens=150", entry=(str(script),))
     assert got.keys() == want.keys()

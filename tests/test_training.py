@@ -51,8 +51,9 @@ def test_tree_and_dense_attention_train_alike(tmp_path):
 
 
 DDP_SCRIPT = r"""
-import json, os, sys, torch
+import json, sys, torch
 sys.path.insert(0, {tests!r})
+from distributed_helpers import os_threads
 from test_training import SPEC, _cfg, _params
 from treedec.models.vlm import VLM
 from treedec.training.trainer import Trainer
@@ -64,8 +65,7 @@ if t.rank == 0:
     torch.save([_params(t.vlm.model), heads], {out!r} + "/params.pt")
     json.dump([h["loss"] for h in t.history], open({out!r} + "/loss.json", "w"))
 t.close()
-tasks = "/proc/self/task"  # the OS threads: gloo's must be joined before the interpreter shuts down
-left = [open(f"{{tasks}}/{{n}}/comm").read().strip() for n in os.listdir(tasks)] if os.path.isdir(tasks) else []
+left = os_threads()  # gloo's must be joined before the interpreter shuts down
 assert not [n for n in left if "gloo" in n], left
 """
 GROUNDED_PAGE = {**PAGE, "cell": [16, 16], "wrap": "hard"}  # one glyph per patch, as grounding needs
