@@ -5,7 +5,7 @@ of 16 px patches) is resized bicubically to the new grid (640 px: 40 x 40), the 
 move a ViT to a higher resolution. The text model, glyph features and prompts are v1's, so
 training starts from a reader of 16 px glyph cells.
 
-    python experiments/warm_start_v2.py OUT [--image-size 640] [--preset v2_model]
+    python experiments/warm_start_v2.py OUT [--image-size 640] [--preset v2_model] [--rope planar]
 """
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def tile_positions(table: torch.Tensor, side: int) -> torch.Tensor:
 POSITIONS = {"bicubic": resize_positions, "periodic": tile_positions}
 
 
-def warm_start(source, image_size: int, preset: str, positions: str = "bicubic") -> VLM:
+def warm_start(source, image_size: int, preset: str, positions: str = "bicubic", rope: str = "linear") -> VLM:
     v1 = VLM.load(source)
-    spec = replace(v1.spec, image_size=image_size)
+    spec = replace(v1.spec, image_size=image_size, positions=rope)
     v2 = VLM.tiny(spec)
     state = v1.model.state_dict()
     state[POS] = POSITIONS[positions](state[POS], image_size // spec.patch_size)
@@ -59,8 +59,10 @@ def main() -> None:
     ap.add_argument("--preset", default="v2_model")
     ap.add_argument("--positions", choices=sorted(POSITIONS), default="bicubic",
                     help="how the position grid grows: resized (bicubic) or repeated (periodic)")
+    ap.add_argument("--rope", choices=("linear", "planar"), default="linear",
+                    help="the text model's rotary positions for image patches (treedec/models/planar_rope.py)")
     args = ap.parse_args()
-    path = warm_start(args.source, args.image_size, args.preset, args.positions).save(args.out)
+    path = warm_start(args.source, args.image_size, args.preset, args.positions, args.rope).save(args.out)
     print(f"wrote {path}")
 
 

@@ -14,6 +14,7 @@ from PIL import Image
 
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt
+from treedec.models.planar_rope import use_planar
 from treedec.models.serving import write_serving_files
 from treedec.models.tiny import IDEFICS3_SPECIAL, image_prompt_ids, image_seq_len, tiny_idefics3_config
 from treedec.tokenizer import Tokenizer
@@ -21,6 +22,8 @@ from treedec.tokenizer import Tokenizer
 # What the model is asked to emit; reserved tokens keep the vocabulary stable for new strategies.
 MODES = {"flat": "<|flat|>", "tree": "<|tree|>", "tree_rows": "<|tree_rows|>", "crop": "<|crop|>"}
 RESERVED = tuple(f"<|reserved_{i}|>" for i in range(8))
+POSITIONS = ("linear", "planar")
+IMAGE_START = 2  # the first <image> token's index in the prompt (`image_prompt_ids`)
 
 
 def vlm_tokenizer() -> Tokenizer:
@@ -40,10 +43,21 @@ class VLMSpec:
     text_layers: int = 4
     head_dim: int = 64
     max_positions: int = 4096
+    # rotary positions of image patches: "linear" (one index per input token, v1) or "planar"
+    # (a patch gets its row and column, the text continues a page-width on: treedec.models.planar_rope)
+    positions: str = "linear"
+
+    def __post_init__(self):
+        if self.positions not in POSITIONS:
+            raise UserError(f"unknown model.spec.positions {self.positions!r}; choose {' or '.join(POSITIONS)}")
 
     @property
     def image_tokens(self) -> int:
         return image_seq_len(self.image_size, self.patch_size, self.scale_factor)
+
+    def config_sizes(self) -> dict:
+        """The arguments of `tiny_idefics3_config` (the sizes; `positions` is applied after)."""
+        return {k: v for k, v in asdict(self).items() if k != "positions"}
 
 
 def canvas(image: Image.Image, size: int) -> Image.Image:
@@ -83,9 +97,9 @@ class VLM:
 
         spec = spec or VLMSpec()
         tok = vlm_tokenizer()
-        cfg = tiny_idefics3_config(tok, **asdict(spec), attn_implementation=attn)
+        cfg = tiny_idefics3_config(tok, **spec.config_sizes(), attn_implementation=attn)
         torch.manual_seed(seed)
-        return cls(Idefics3ForConditionalGeneration(cfg), tok, spec)
+        return cls(with_positions(Idefics3ForConditionalGeneration(cfg), spec), tok, spec)
 
     @property
     def crop_grid(self) -> int:
@@ -144,9 +158,16 @@ class VLM:
             tok = Tokenizer.load(d)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
-        vlm = cls(model.eval(), tok, spec, meta.get("pages"))
+        vlm = cls(with_positions(model.eval(), spec), tok, spec, meta.get("pages"))
         vlm.directory = d  # where files trained for this checkpoint lie beside it (an MTP head: treedec.drafters.mtp)
         return vlm
+
+
+def with_positions(model: torch.nn.Module, spec: VLMSpec) -> torch.nn.Module:
+    """The model with the rotary positions its spec names (planar: `treedec.models.planar_rope`)."""
+    if spec.positions == "planar":
+        use_planar(model, IMAGE_START, spec.image_size // (spec.patch_size * spec.scale_factor))
+    return model
 
 
 def _idefics3_config(d: Path):

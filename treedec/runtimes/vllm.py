@@ -78,6 +78,10 @@ class VLLMRuntime:
         if not isinstance(vlm, ServedPageModel):  # the one model capability vLLM needs beyond the engine's
             raise UserError(f"runtime=vllm serves models whose prompt does not depend on the image (treedec's own "
                             f"VLM); {type(vlm).__name__} checkpoints run with runtime=embedded")
+        if vlm.spec.positions != "linear":  # vLLM's Idefics3 numbers every input position in one line
+            raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
+                            f"patches have {vlm.spec.positions} positions (treedec/models/planar_rope.py): "
+                            "use runtime=embedded")
         return get_engine(serving_dir(vlm, self.model_path), self._cfg(vlm, strategy),
                           len(vlm.prompt_ids(strategy.mode)))
 
