@@ -315,6 +315,8 @@ def test_loader_workers_and_time_limit_must_not_be_negative():
         _cfg(loader_workers=-1)
     with pytest.raises(UserError, match="time_limit_s"):
         _cfg(time_limit_s=-1)
+    with pytest.raises(UserError, match="stop_after"):
+        _cfg(stop_after=-1)
 
 
 def test_time_limit_stops_with_a_checkpoint_that_resumes(tmp_path):
@@ -332,3 +334,18 @@ def test_time_limit_stops_with_a_checkpoint_that_resumes(tmp_path):
     d = Trainer(VLM.tiny(SPEC, seed=6), _cfg(steps=3, ckpt_every=1, time_limit_s=1e-9), tmp_path / "d")
     d.fit(progress=False)  # a checkpoint step stops too
     assert d.stopped_early and d.step == 1
+
+
+def test_stop_after_keeps_the_schedule_and_resumes(tmp_path):
+    """train.stop_after=2 of steps=4 ends after step 2 with a checkpoint, at the learning rates of
+    the 4-step schedule; going on gives the weights of the uninterrupted run."""
+    a = Trainer(VLM.tiny(SPEC, seed=6), _cfg(steps=4), tmp_path / "a")
+    ra = a.fit(progress=False)
+    b = Trainer(VLM.tiny(SPEC, seed=6), _cfg(steps=4, stop_after=2), tmp_path / "b")
+    rb = b.fit(progress=False)
+    assert b.stopped_early and b.step == 2 and [r["lr"] for r in rb] == [r["lr"] for r in ra[:2]]
+    c = Trainer(VLM.tiny(SPEC, seed=99), _cfg(steps=4, stop_after=2), tmp_path / "b")
+    assert c.resume() and c.step == 2
+    c.fit(progress=False)  # resumed at stop_after: goes on to the end
+    assert c.step == 4 and not c.stopped_early
+    assert torch.equal(_params(a.vlm.model), _params(c.vlm.model))

@@ -68,6 +68,9 @@ class TrainConfig:
     # > 0: stop after the first step that ends this many seconds into `fit`, with a checkpoint (resumable):
     # a run sized for a fixed wall-clock budget (experiments/device_train_v2.sh) ends cleanly if its pace was misjudged
     time_limit_s: float = 0.0
+    # > 0: stop after this step, with a checkpoint (resumable), keeping the schedule of `steps`: a run
+    # spread over sittings, or the first N steps of a long run compared with another's (probes)
+    stop_after: int = 0
     grounding: GroundingConfig = field(default_factory=lambda: GroundingConfig(enabled=False))
     # MTP head training (train strategy=mtp|hpd, treedec/training/mtp.py): pages whose base hidden states are
     # computed once, rows per head step, the head's SwiGLU width
@@ -83,6 +86,8 @@ class TrainConfig:
             raise UserError(f"train.average must be 0 (off) or a number of checkpoints, got {self.average}")
         if self.time_limit_s < 0:
             raise UserError(f"train.time_limit_s must be 0 (none) or a number of seconds, got {self.time_limit_s}")
+        if self.stop_after < 0:
+            raise UserError(f"train.stop_after must be 0 (none) or a step, got {self.stop_after}")
         if self.loader_workers < 0:
             raise UserError(f"train.loader_workers must be 0 (batches made in-process) or more, got {self.loader_workers}")
         if not 0 <= self.misread <= 1:
@@ -404,7 +409,8 @@ class Trainer:
             saved = self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.steps
             if saved:
                 self.save()
-            if self.step < self.cfg.steps and self.cfg.time_limit_s and self._out_of_time(started):
+            stop_here = self.step == self.cfg.stop_after  # (a run resumed past it goes on)
+            if self.step < self.cfg.steps and (stop_here or self.cfg.time_limit_s and self._out_of_time(started)):
                 if not saved:
                     self.save()
                 self.stopped_early = True
