@@ -33,6 +33,7 @@ SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1
 PAGE = SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(2, 3), furniture_prob=0.0)
 ECFG = EngineConfig(max_new_tokens=24, max_pages=2)
 FORCED = EngineConfig(max_new_tokens=128)  # room for a forced page: 3 blocks of layout and content in one stream
+BASES = ("sequential", "padoc", "table_rows", "table_cells")  # the fork strategies speculated on below
 SPECULATIVE = {"hsd": "sequential", "padoc_hsd": "padoc", "mtp": "sequential", "hpd": "padoc"}
 BOXES = ["[62,62,938,312]", "[62,375,938,625]", "[62,688,938,938]"]  # forced layouts: the boxes they write
 # (strategy config, its base): every speculative strategy and composition; MTP's head and HSD's drafts are added
@@ -40,6 +41,7 @@ LOSSLESS = [({"name": "hsd"}, "sequential"), ({"name": "padoc_hsd"}, "padoc"),
             ({"name": "hsd", "base": "table_rows"}, "table_rows"),
             ({"name": "mtp"}, "sequential"), ({"name": "hpd"}, "padoc"), ({"name": "hpd", "top": 2}, "padoc"),
             ({"name": "mtp", "base": "table_rows"}, "table_rows"),
+            ({"name": "hsd", "base": "table_cells"}, "table_cells"), ({"name": "mtp", "base": "table_cells"}, "table_cells"),
             ({"name": "hsd", "mtp": True}, "sequential"), ({"name": "padoc_hsd", "mtp": True}, "padoc")]
 
 
@@ -55,11 +57,12 @@ def model(request, tmp_path_factory):
 
 def forced(vlm, base: str, samples) -> list:
     """The logits processor making the random model write a page in `base`'s form: three text
-    blocks (flat or forked), or two tables of 2 and 3 rows, each row its own branch."""
+    blocks (flat or forked), or two tables of 2 and 3 rows, each row (table_cells: each of its
+    two cells) its own branch."""
     strategy = build_strategy({"name": base}, vlm.tokenizer)
     n = len(vlm.prompt(samples[0].image, strategy.mode).ids)
-    if base == "table_rows":
-        return [ForcedRows(n, [2, 3], 5, boxes=BOXES[:2], tok=vlm.tokenizer)]
+    if base in ("table_rows", "table_cells"):
+        return [ForcedRows(n, [2, 3], 5, boxes=BOXES[:2], tok=vlm.tokenizer, cells=2 * (base == "table_cells"))]
     return [ForcedTree(n, 3, [14, 9, 11], fork=base != "sequential", boxes=BOXES, tok=vlm.tokenizer)]
 
 
@@ -71,7 +74,7 @@ def head(model, tmp_path_factory):
     other = [generate_page(s, PAGE) for s in (2, 3)]
     folder = tmp_path_factory.mktemp("mtp")
     return fitted_head(vlm, {b: (build_strategy({"name": b}, vlm.tokenizer), forced(vlm, b, other))
-                             for b in ("sequential", "padoc", "table_rows")}, other, FORCED, folder)
+                             for b in BASES}, other, FORCED, folder)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +87,7 @@ def plain_runs(model, samples):
     """Each base strategy's forced pages, no drafts: what the speculative ones must reproduce."""
     _, vlm = model
     return {b: decode(vlm, build_strategy({"name": b}, vlm.tokenizer), samples, FORCED, forced(vlm, b, samples))
-            for b in ("sequential", "padoc", "table_rows")}
+            for b in BASES}
 
 
 def options(cfg: dict, head) -> dict:
