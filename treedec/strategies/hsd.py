@@ -140,7 +140,7 @@ def stage1_mode(vlm) -> str:
 
 def page_draft(block) -> str:
     """A draft block as the flat form of a page holding it alone (what a crop read with the page
-    prompt is drafted by): the model writes a box of its own, drafted by none."""
+    prompt is drafted by), its box drafted as the whole crop; its end token left to the caller."""
     return page_to_flat(Page(1, 1, [Block(block.category, (0.0, 0.0, 1.0, 1.0), block.content)]))[: -len(EOS)]
 
 
