@@ -81,33 +81,54 @@ class ForcedTree(LogitsProcessor):
 class ForcedRows(LogitsProcessor):
     """Nested structure for `padoc_rows`: the layout forks `blocks` branches; branch k emits
     `<table>` + `rows[k]` x (`<tr><FORK>`) + `</table>`; each row branch emits `row_len`
-    letters then `</tr><eos>`. A function of the visible context only."""
+    letters then `</tr><eos>`. A function of the visible context only. `boxes`, `tok`: as
+    `ForcedTree`'s. `cells` (for `table_cells`): each row is `<tr>` + `cells` x (`<td><FORK>`)
+    + `</tr>` in the table branch, each cell branch `row_len` letters then `</td><eos>`."""
 
-    def __init__(self, prompt_len: int, rows: list[int], row_len: int):
-        self.prompt_len, self.rows, self.row_len = prompt_len, rows, row_len
-        self.layout = ForcedTree(prompt_len, len(rows), [0] * len(rows))
-        v = TOK.vocab
+    def __init__(self, prompt_len: int, rows: list[int], row_len: int, boxes: list[str] | None = None,
+                 tok: Tokenizer = TOK, cells: int = 0):
+        self.prompt_len, self.rows, self.row_len, self.tok, self.cells = prompt_len, rows, row_len, tok, cells
+        self.layout = ForcedTree(prompt_len, len(rows), [0] * len(rows), boxes=boxes, tok=tok)
+        v = tok.vocab
         self.table, self.end_table, self.tr, self.end_tr = v["<table>"], v["</table>"], v["<tr>"], v["</tr>"]
+        self.td, self.end_td = v["<td>"], v["</td>"]
 
     def _allowed(self, gen: list[int]) -> list[int]:
-        children = [i for i, t in enumerate(gen) if t == TOK.child_id]
+        tok = self.tok
+        children = [i for i, t in enumerate(gen) if t == tok.child_id]
         if not children:
             return self.layout._plan(gen)
-        k = sum(1 for t in gen[: children[0]] if t == TOK.block_id) - 1
+        k = sum(1 for t in gen[: children[0]] if t == tok.block_id) - 1
+        if not 0 <= k < len(self.rows):
+            return self.layout.any  # off-plan context (a rejected draft node): anything goes
         if len(children) == 1:  # table branch
             own = gen[children[0] + 1:]
-            done_rows = own.count(TOK.fork_id)
             if not own:
                 return [self.table]
-            if own[-1] == self.tr:
-                return [TOK.fork_id]
             if own[-1] == self.end_table:
-                return [TOK.eos_id]
+                return [tok.eos_id]
+            if self.cells:
+                return self._cells(own, self.rows[k])
+            done_rows = own.count(tok.fork_id)
+            if own[-1] == self.tr:
+                return [tok.fork_id]
             return [self.tr] if done_rows < self.rows[k] else [self.end_table]
-        own = gen[children[1] + 1:]  # row branch
+        own = gen[children[1] + 1:]  # row (cell) branch
         if len(own) < self.row_len:
             return self.layout.letters
-        return [self.end_tr] if len(own) == self.row_len else [TOK.eos_id]
+        return [self.end_td if self.cells else self.end_tr] if len(own) == self.row_len else [tok.eos_id]
+
+    def _cells(self, own: list[int], rows: int) -> list[int]:
+        """The table branch's next token under `cells`: rows of `<td><FORK>` cells."""
+        last = own[-1]
+        if last == self.td:
+            return [self.tok.fork_id]
+        if last in (self.table, self.end_tr):
+            return [self.tr] if own.count(self.end_tr) < rows else [self.end_table]
+        if self.tr not in own:
+            return self.layout.any  # off-plan context (a rejected draft node): anything goes
+        since = own[max(i for i, t in enumerate(own) if t == self.tr):]  # this row so far
+        return [self.td] if since.count(self.tok.fork_id) < self.cells else [self.end_tr]
 
     def __call__(self, input_ids, scores):
         out = torch.full_like(scores, float("-inf"))

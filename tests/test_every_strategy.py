@@ -1,16 +1,16 @@
 """Every strategy on every model kind (issue 23, items 5 and 6): the tiny random Idefics3
 (`VLM.tiny`) and a tiny random Qwen3-VL checkpoint (loaded by `load_vlm`, picked by its
-`model_type`) each decode two synthetic pages with every registered strategy, plus
-speculation wrapped around a nested fork strategy by name (`hsd` / `mtp` with
-`base=table_rows`). Both are `PageModel`s; only treedec's own VLM is a `ServedPageModel`.
+`model_type`) each decode two synthetic pages with every registered strategy through the
+runtime, end to end (stage 1, drafts, records). Both are `PageModel`s; only treedec's own VLM
+is a `ServedPageModel`.
 
-The speculative strategies must give their base strategy's pages token for token: HSD's
-drafts are the base run's own pages (`drafts=oracle` from them), partly accepted, partly
-rejected (the parser's repairs and the stage-1 crops make them differ); MTP's drafts come
-from a random head saved beside nothing (`strategy.head=DIR`), bound to the model by
-`base_hash`."""
-import copy
-
+Every speculative strategy and composition (issue 33, item 5) is lossless on both kinds, and
+not vacuously (`test_speculation_is_lossless_on_every_model_kind`): its pages equal its base
+strategy's token id for token id, stream by stream, and drafts were proposed, accepted and
+rejected (drafted > accepted > 0). A random model writes no layout of its own, so there the
+structure is forced (`ForcedTree`, `ForcedRows`: the model still picks every letter), which
+makes the tree forms fork; HSD's drafts are the plain run's own page corrupted, MTP's head a
+real head fitted briefly on the model's own output on other pages (`lossless_helpers`)."""
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -19,37 +19,62 @@ from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm
-from treedec.models.mtp_head import MTPConfig, MTPHead, base_hash, save_head
 from treedec.models.page_model import PageModel, ServedPageModel
 from treedec.models.vlm import MODES, VLM, VLMSpec
-from treedec.page import Block, Page
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import STRATEGIES, build_strategy
 
+from engine_helpers import ForcedRows, ForcedTree
+from lossless_helpers import VerdictSpy, assert_lossless, decode, fitted_head, own_drafts
 from test_qwen3_vl import save_tiny_qwen3_vl
 
 SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
                head_dim=32)
 PAGE = SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(2, 3), furniture_prob=0.0)
 ECFG = EngineConfig(max_new_tokens=24, max_pages=2)
+FORCED = EngineConfig(max_new_tokens=128)  # room for a forced page: 3 blocks of layout and content in one stream
+BASES = ("sequential", "padoc", "table_rows", "table_cells")  # the fork strategies speculated on below
 SPECULATIVE = {"hsd": "sequential", "padoc_hsd": "padoc", "mtp": "sequential", "hpd": "padoc"}
-WRAPPED = [("hsd", "table_rows"), ("mtp", "table_rows")]  # speculation around a nested fork rule, by name
+BOXES = ["[62,62,938,312]", "[62,375,938,625]", "[62,688,938,938]"]  # forced layouts: the boxes they write
+# (strategy config, its base): every speculative strategy and composition; MTP's head and HSD's drafts are added
+LOSSLESS = [({"name": "hsd"}, "sequential"), ({"name": "padoc_hsd"}, "padoc"),
+            ({"name": "hsd", "base": "table_rows"}, "table_rows"),
+            ({"name": "mtp"}, "sequential"), ({"name": "hpd"}, "padoc"), ({"name": "hpd", "top": 2}, "padoc"),
+            ({"name": "mtp", "base": "table_rows"}, "table_rows"),
+            ({"name": "hsd", "base": "table_cells"}, "table_cells"), ({"name": "mtp", "base": "table_cells"}, "table_cells"),
+            ({"name": "hsd", "mtp": True}, "sequential"), ({"name": "padoc_hsd", "mtp": True}, "padoc")]
 
 
 @pytest.fixture(scope="module", params=["idefics3", "qwen3_vl"])
 def model(request, tmp_path_factory):
-    """(kind, model, MTP head folder for it)."""
+    """(kind, model)."""
     torch.set_num_threads(1)
     if request.param == "idefics3":
-        vlm = VLM.tiny(SPEC, seed=5)
-    else:
-        vlm = load_vlm(OmegaConf.create({"name": "qwen3_vl",
-                                         "path": str(save_tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3_vl"),
-                                                                        modes=tuple(MODES.values())))}))
-    hidden = vlm.model.config.text_config.hidden_size
-    torch.manual_seed(0)
-    head = save_head(MTPHead(MTPConfig(hidden=hidden, k=2)), tmp_path_factory.mktemp("mtp"), base_hash(vlm.model))
-    return request.param, vlm, head
+        return request.param, VLM.tiny(SPEC, seed=5)
+    path = save_tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3_vl"), modes=tuple(MODES.values()))
+    return request.param, load_vlm(OmegaConf.create({"name": "qwen3_vl", "path": str(path)}))
+
+
+def forced(vlm, base: str, samples) -> list:
+    """The logits processor making the random model write a page in `base`'s form: three text
+    blocks (flat or forked), or two tables of 2 and 3 rows, each row (table_cells: each of its
+    two cells) its own branch."""
+    strategy = build_strategy({"name": base}, vlm.tokenizer)
+    n = len(vlm.prompt(samples[0].image, strategy.mode).ids)
+    if base in ("table_rows", "table_cells"):
+        return [ForcedRows(n, [2, 3], 5, boxes=BOXES[:2], tok=vlm.tokenizer, cells=2 * (base == "table_cells"))]
+    return [ForcedTree(n, 3, [14, 9, 11], fork=base != "sequential", boxes=BOXES, tok=vlm.tokenizer)]
+
+
+@pytest.fixture(scope="module")
+def head(model, tmp_path_factory):
+    """An MTP head for the model, fitted on its own forced output (every base's form) on pages
+    other than `samples`'."""
+    _, vlm = model
+    other = [generate_page(s, PAGE) for s in (2, 3)]
+    folder = tmp_path_factory.mktemp("mtp")
+    return fitted_head(vlm, {b: (build_strategy({"name": b}, vlm.tokenizer), forced(vlm, b, other))
+                             for b in BASES}, other, FORCED, folder)
 
 
 @pytest.fixture(scope="module")
@@ -58,50 +83,23 @@ def samples():
 
 
 @pytest.fixture(scope="module")
-def base_runs(model, samples):
-    """Every fork strategy's pages (no drafts): what the speculative ones must reproduce."""
-    _, vlm, _ = model
-    return {name: EmbeddedRuntime(ECFG).run(vlm, build_strategy({"name": name}, vlm.tokenizer), samples,
-                                            progress=False) for name in ("sequential", "padoc", "table_rows")}
+def plain_runs(model, samples):
+    """Each base strategy's forced pages, no drafts: what the speculative ones must reproduce."""
+    _, vlm = model
+    return {b: decode(vlm, build_strategy({"name": b}, vlm.tokenizer), samples, FORCED, forced(vlm, b, samples))
+            for b in BASES}
 
 
-def options(name: str, head) -> dict:
-    if name in ("hsd", "padoc_hsd"):
-        return {"drafts": "oracle"}
-    if name in ("mtp", "hpd"):
-        return {"head": str(head), "k": 2}
-    return {}
-
-
-def own_drafts(samples, base):
-    """The samples with a draft (`drafts=oracle`: the sample's page) made of the base run's own
-    output: one region over the page holding its raw text (a random model writes no page the
-    parser keeps, but it repeats itself, so its text drafts it in part)."""
-    out = [copy.copy(s) for s in samples]
-    for s, rec in zip(out, base.records):
-        s.page = Page(rec.page.width, rec.page.height, [Block("text_block", (0.0, 0.0, rec.page.width, rec.page.height),
-                                                              rec.text)])
-    return out
-
-
-def check_drafts(name: str, mode: str, res) -> None:
-    """The drafts reached the engine. HSD: every page went through stage 1 (its crops decoded);
-    in the flat form the base run's own text drafts it, some tokens accepted and some
-    rejected. In a tree form a random model's layout stream writes no layout for the draft's
-    layout to match, so nothing is proposed there (trained models: tests/test_hsd.py,
-    tests/test_vllm_drafts.py). MTP: a chain proposed at every step of every stream
-    (a random head's are rejected almost always)."""
-    drafted, accepted = sum(r.drafted for r in res.records), sum(r.accepted for r in res.records)
-    if name in ("hsd", "padoc_hsd"):
-        assert all(r.extra["stage1_crops"] > 0 and r.extra["stage1_steps"] > 0 for r in res.records)
-        if mode == "flat":
-            assert 0 < accepted < drafted, (accepted, drafted)
-    else:
-        assert drafted >= sum(r.steps - 1 for r in res.records) > 0, drafted
+def options(cfg: dict, head) -> dict:
+    """HSD drafts from the samples' pages (`drafts=oracle`); MTP with the fitted head."""
+    extra = {"drafts": "oracle"} if cfg["name"] in ("hsd", "padoc_hsd") else {}
+    if cfg["name"] in ("mtp", "hpd") or cfg.get("mtp"):
+        extra.update(head=head, k=3)
+    return {**cfg, **extra}
 
 
 def test_models_are_page_models_and_only_treedecs_own_is_served(model):
-    kind, vlm, _ = model
+    kind, vlm = model
     assert isinstance(vlm, PageModel)
     assert isinstance(vlm, ServedPageModel) == (kind == "idefics3")
     assert not isinstance(vlm, VLM) or kind == "idefics3"  # no subclass with methods that raise
@@ -110,37 +108,50 @@ def test_models_are_page_models_and_only_treedecs_own_is_served(model):
 
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES.names()))
-def test_every_strategy_runs_on_every_model_kind(model, samples, base_runs, name):
-    kind, vlm, head = model
-    strategy = build_strategy({"name": name, **options(name, head)}, vlm.tokenizer)
-    base = SPECULATIVE.get(name)
-    pages = own_drafts(samples, base_runs[base]) if name in ("hsd", "padoc_hsd") else samples
-    res = EmbeddedRuntime(ECFG).run(vlm, strategy, pages, progress=False)
+def test_every_strategy_runs_on_every_model_kind(model, samples, head, name):
+    """Through the runtime, end to end: every page recorded, decoded; HSD's stage 1 read its
+    crops, MTP proposed a chain at every step of every stream (lossless: the test below)."""
+    kind, vlm = model
+    strategy = build_strategy(options({"name": name}, head), vlm.tokenizer)
+    res = EmbeddedRuntime(ECFG).run(vlm, strategy, samples, progress=False)
     assert [r.name for r in res.records] == [s.name for s in samples]
     assert all(r.steps > 0 and r.generated > 0 for r in res.records), [r.flags for r in res.records]
-    if base is None:
-        return
-    for a, b in zip(base_runs[base].records, res.records):
-        assert b.text == a.text, (kind, name, b.name)  # token for token (treedec's tokens decode one to one)
-    check_drafts(name, strategy.mode, res)
+    if name in ("hsd", "padoc_hsd"):
+        assert all(r.extra["stage1_crops"] > 0 and r.extra["stage1_steps"] > 0 for r in res.records)
+    if name in ("mtp", "hpd"):
+        assert sum(r.drafted for r in res.records) >= sum(r.steps - 1 for r in res.records) > 0
 
 
-@pytest.mark.parametrize("name, base", WRAPPED)
-def test_speculation_wraps_a_fork_strategy_by_name(model, samples, base_runs, name, base):
-    """`strategy=hsd strategy.base=table_rows`: the nested fork rule's prompt mode and forks,
-    drafted; its pages are the fork strategy's own."""
-    kind, vlm, head = model
-    strategy = build_strategy({"name": name, "base": base, **options(name, head)}, vlm.tokenizer)
-    assert strategy.mode == "tree_rows" and strategy.name == name
-    pages = own_drafts(samples, base_runs[base]) if name == "hsd" else samples
-    res = EmbeddedRuntime(ECFG).run(vlm, strategy, pages, progress=False)
-    for a, b in zip(base_runs[base].records, res.records):
-        assert b.text == a.text, (kind, name, b.name)
-    check_drafts(name, strategy.mode, res)
+@pytest.mark.parametrize("cfg, base", LOSSLESS, ids=lambda v: v if isinstance(v, str) else
+                         "-".join(f"{k}={x}" for k, x in v.items()))
+def test_speculation_is_lossless_on_every_model_kind(model, samples, head, plain_runs, cfg, base):
+    """Token ids equal the base strategy's, stream by stream, drafted > accepted > 0. HSD's
+    drafts: the base run's own page, every 4th character changed; its stage 1 reads their
+    crops (unforced). A composition with `mtp=true`: MTP drafts where the page drafts propose
+    nothing, so one region is left out of the drafts, and MTP's own drafts must land too."""
+    kind, vlm = model
+    plain = plain_runs[base]
+    strategy = build_strategy(options(cfg, head), vlm.tokenizer)
+    assert strategy.name == cfg["name"] and strategy.mode == build_strategy({"name": base}, vlm.tokenizer).mode
+    hsd = cfg["name"] in ("hsd", "padoc_hsd")
+    pages = own_drafts(samples, plain, build_strategy({"name": base}, vlm.tokenizer)) if hsd else samples
+    spy = None
+    if cfg.get("mtp"):
+        spy = VerdictSpy(strategy.drafter.drafters[1])
+        for s in pages:
+            s.page.blocks = s.page.blocks[:-1]  # its region drafted by nothing but MTP (and the other regions)
+    if strategy.prepare is not None:  # drafting, stage 1 on the crops, binding the head
+        before = strategy.prepare(vlm, pages, EmbeddedRuntime(ECFG), False)
+        if hsd:
+            assert all(before[s.name]["stage1_crops"] > 0 for s in samples)
+    spec = decode(vlm, strategy, pages, FORCED, forced(vlm, base, samples))
+    assert_lossless(plain, spec)
+    if spy is not None:
+        assert spy.accepted and sum(spy.accepted) > 0, spy.accepted
 
 
 def test_vllm_refuses_a_model_it_cannot_serve_in_one_line(model, samples):
-    kind, vlm, _ = model
+    kind, vlm = model
     if kind != "qwen3_vl":
         pytest.skip("treedec's own VLM is served (tests/test_vllm_backend.py)")
     from treedec.runtimes.vllm import VLLMRuntime

@@ -6,13 +6,14 @@ import torch
 
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.drafters.page_drafts import PageDraftDrafter
-from treedec.engine.engine import Engine, EngineConfig
+from treedec.engine.engine import EngineConfig
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.serialize import parse_flat
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import TOK, ForcedTree
+from lossless_helpers import corrupted, decode
 
 
 @pytest.mark.parametrize("name, form, layout", [("sequential", "flat", "ngram"), ("padoc", "tree", "ngram"),
@@ -85,22 +86,6 @@ SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1
 BOXES = ["[62,62,938,312]", "[62,375,938,625]", "[62,688,938,938]"]  # a page of three text blocks
 
 
-def corrupted(page, every: int = 4):
-    """A copy of `page` with every `every`-th character of each block's content changed."""
-    page = copy.deepcopy(page)
-    for b in page.blocks:
-        b.content = "".join(chr(ord(c) + 1) if i % every == every - 1 else c for i, c in enumerate(b.content))
-    return page
-
-
-def _decode(vlm, strategy, samples, proc, ecfg):
-    items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
-    engine = Engine(vlm.adapter(), strategy, ecfg, [proc])
-    out = {r.name: r for r in engine.run(items)}
-    assert engine.arena.used == 0
-    return out
-
-
 @pytest.mark.parametrize("name, base, options", [("hsd", "sequential", {}), ("padoc_hsd", "padoc", {}),
                                                  ("hsd", "sequential", {"layout": "ngram"}),
                                                  ("padoc_hsd", "padoc", {"layout": "ngram"})])
@@ -120,7 +105,7 @@ def test_hsd_output_equals_its_base(name, base, options):
     plain_strategy = build_strategy({"name": base}, tok)
     proc = ForcedTree(len(vlm.prompt(samples[0].image, plain_strategy.mode).ids), 3, [14, 9, 11],
                       fork=base == "padoc", boxes=BOXES, tok=tok)
-    plain = _decode(vlm, plain_strategy, samples, proc, ecfg)
+    plain = decode(vlm, plain_strategy, samples, ecfg, [proc])
     drafted = [copy.copy(s) for s in samples]
     for s in drafted:
         own = parse_flat(plain_strategy.flat_text(plain[s.name].graph), *s.image.size).page
@@ -128,7 +113,7 @@ def test_hsd_output_equals_its_base(name, base, options):
         s.page = corrupted(own)
     strategy = build_strategy({"name": name, "drafts": "oracle", **options}, tok)
     before = strategy.prepare(vlm, drafted, EmbeddedRuntime(EngineConfig(max_new_tokens=24)), False)  # stage 1: crops
-    spec = _decode(vlm, strategy, drafted, proc, ecfg)
+    spec = decode(vlm, strategy, drafted, ecfg, [proc])
     for n, r in plain.items():
         assert [s.tokens for s in spec[n].graph.streams] == [s.tokens for s in r.graph.streams], n
         assert before[n]["stage1_crops"] == 3 and before[n]["stage1_steps"] > 0

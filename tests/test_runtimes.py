@@ -16,7 +16,7 @@ from treedec.runtimes.vllm_engine import VLLMConfig
 from treedec.strategies.base import build_strategy
 from treedec.tokenizer import Tokenizer
 
-LIMITS = ("max_pages", "max_new_tokens", "max_branches")
+LIMITS = ("max_pages", "max_new_tokens", "max_branches", "max_page_tokens")
 
 
 def _runtime_cfg(name: str):
@@ -40,6 +40,7 @@ def test_config_picks_a_runtime_with_the_one_set_of_defaults(name, cls):
 
 @pytest.mark.parametrize("cfg, says", [({"name": "tpu"}, "unknown runtime 'tpu'"),
                                        ({"name": "embedded", "max_pages": 0}, "runtime.max_pages must be"),
+                                       ({"name": "vllm", "max_page_tokens": 0}, "runtime.max_page_tokens must be"),
                                        ({"name": "vllm", "block_sise": 16}, "runtime=vllm has no option(s) block_sise"),
                                        ({"name": "embedded", "attention": "sparse"}, "runtime.attention must be")])
 def test_bad_runtime_configs_are_one_line_errors(cfg, says):

@@ -30,7 +30,7 @@ PENDING = object()  # an item iterator's "nothing ready yet": the engine steps t
 
 
 @dataclass
-class EngineConfig(PageLimits):  # max_pages, max_new_tokens, max_branches: treedec.engine.limits
+class EngineConfig(PageLimits):  # max_pages, max_new_tokens, max_branches, max_page_tokens: engine.limits
     max_kv_tokens: int = 1 << 20  # KV slots over all active pages
     compact_min: int = 2048  # compact the arena when it has this many slots ...
     compact_ratio: float = 0.5  # ... and this fraction of them is free
@@ -275,10 +275,13 @@ class Engine:
         pending), applying ends, forks and limits token by token."""
         g = page.graph
         s = g[sid]
+        if not s.live:  # ended earlier in this step: its page was cut at its token budget
+            self.arena.free(kv_slots)
+            return
         for j, token in enumerate(tokens):
             if j < len(kv_slots):  # the token's KV exists: its slot joins the stream before any fork reads it
                 page.slots[sid].append(kv_slots[j])
-            for fork in take_token(g, sid, token, self.policy, self.cfg.max_new_tokens, page.flags):
+            for fork in take_token(g, sid, token, self.policy, self.cfg, page.flags):
                 self._fork(page, fork)
             if not s.live:
                 self.arena.free(kv_slots[j + 1:])

@@ -28,6 +28,10 @@ class PageModel(Protocol):
     def prompt(self, image: Image.Image, mode: str) -> Prompt:
         """What the engine prefills for a page in prompt mode `mode` (flat, tree, crop, ...)."""
 
+    def has_prompt(self, mode: str) -> bool:
+        """Whether the model can be asked in prompt mode `mode` (a checkpoint trained without
+        crops has no `crop` prompt: HSD's stage 1 then reads a crop as a page)."""
+
     def adapter(self) -> CausalLMAdapter:
         """The engine's view of the model: prefill and flat tree-masked steps."""
 

@@ -26,7 +26,11 @@ What differs from the tiny Idefics3 VLM, as read in transformers 5.19's `qwen3_v
 - Prompt: the checkpoint's chat template with one user turn [image, mode token] and the
   generation prompt (`<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|><|tree|>
   <|im_end|>\\n<|im_start|>assistant\\n` for the Qwen template); without a chat template,
-  `<|vision_start|><|image_pad|><|vision_end|>` + the mode token.
+  `<|vision_start|><|image_pad|><|vision_end|>` + the mode token. A checkpoint may name its
+  prompt per mode in `treedec_prompts.json` beside its weights (`{"crop": "Read the text."}`,
+  any text, used instead of the mode token); a mode it neither names nor has a token for is
+  one it cannot be asked in (`has_prompt`): HSD's stage 1 then reads its crops with the
+  page prompt (`treedec.strategies.hsd`), other uses say so in one line.
 - Tokens: treedec's serialization (`<BLOCK>`, `<FORK>`, `<CHILD>`, `<eos>`, category
   tokens `<|text_block|>` ...) and the prompt's mode token must each be one token of the
   checkpoint's tokenizer (added tokens, as a fine-tune on treedec's format has them).
@@ -166,9 +170,10 @@ class Qwen3VL:
     trainable = False  # `train` continues treedec's own VLM; model=qwen3_vl fine-tunes this one
 
     def __init__(self, model: torch.nn.Module, tokenizer: CheckpointTokenizer, image_processor,
-                 chat_template: str | None = None, directory: Path | None = None):
+                 chat_template: str | None = None, directory: Path | None = None, prompts: dict[str, str] | None = None):
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
         self.chat_template = chat_template
+        self.prompts = dict(prompts or {})  # mode -> the checkpoint's own prompt text (`treedec_prompts.json`)
         self.merge = model.config.vision_config.spatial_merge_size
         self.pages = None
         self.directory = directory  # where files trained for this checkpoint lie beside it (an MTP head)
@@ -179,16 +184,23 @@ class Qwen3VL:
         pixels; HSD then keeps the drafter's boxes and crops as they are."""
         return None
 
-    def mode_token(self, mode: str) -> str:
+    def has_prompt(self, mode: str) -> bool:
+        """Whether the checkpoint can be asked in `mode`: it names a prompt for it, or its
+        tokenizer has the mode's token."""
+        return mode in MODES and (mode in self.prompts or self.tokenizer.is_token(MODES[mode]))
+
+    def mode_prompt(self, mode: str) -> str:
+        """What the user turn says after the image: the checkpoint's prompt for `mode`, else the mode token."""
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
-        if not self.tokenizer.is_token(MODES[mode]):
-            raise UserError(f"the checkpoint's tokenizer lacks the prompt token {MODES[mode]} of mode {mode!r}")
-        return MODES[mode]
+        if not self.has_prompt(mode):
+            raise UserError(f"the checkpoint's tokenizer lacks the prompt token {MODES[mode]} of mode {mode!r} and "
+                            f"its {PROMPTS} names no prompt for it")
+        return self.prompts.get(mode, MODES[mode])
 
     def prompt_text(self, mode: str) -> str:
         """The prompt with one image placeholder (expanded by `prompt`)."""
-        token = self.mode_token(mode)
+        token = self.mode_prompt(mode)
         image = self.tokenizer.hf.convert_ids_to_tokens(self.tokenizer.image_id)
         if not self.chat_template:
             return VISION_START + image + VISION_END + token
@@ -236,7 +248,28 @@ class Qwen3VL:
                 d, attn_implementation=attn, dtype="auto" if device.type == "cuda" else torch.float32)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
             raise UserError(f"cannot load the Qwen3-VL checkpoint at {d}: {str(e).splitlines()[0]}") from None
-        return cls(model.to(device).eval(), tok, images, chat_template(d, hf_tok), d)
+        return cls(model.to(device).eval(), tok, images, chat_template(d, hf_tok), d, mode_prompts(d))
+
+
+PROMPTS = "treedec_prompts.json"  # beside a checkpoint's weights: {mode: prompt text}
+
+
+def mode_prompts(d: Path) -> dict[str, str]:
+    """The prompts a checkpoint names per mode (`PROMPTS`; none when absent): a mode of
+    `MODES` to the text its user turn says after the image."""
+    f = d / PROMPTS
+    if not f.is_file():
+        return {}
+    try:
+        prompts = json.loads(f.read_text())
+    except ValueError as e:
+        raise UserError(f"{f} is not JSON: {e}") from None
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) and v for v in prompts.values()):
+        raise UserError(f"{f} must map prompt modes to non-empty prompt texts, e.g. {{\"crop\": \"Read the text.\"}}")
+    unknown = sorted(set(prompts) - set(MODES))
+    if unknown:
+        raise UserError(f"{f} names unknown prompt mode(s) {', '.join(unknown)}; modes: {', '.join(MODES)}")
+    return prompts
 
 
 def chat_template(d: Path, hf_tok) -> str | None:

@@ -116,6 +116,10 @@ class VLM:
             return None
         return self.crop_grid
 
+    def has_prompt(self, mode: str) -> bool:
+        """Every mode of `MODES`: its tokenizer has them all."""
+        return mode in MODES
+
     def prompt_ids(self, mode: str) -> list[int]:
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")

@@ -177,15 +177,18 @@ class VLLMRunner:
             page.graph.finish(sid, f"vllm: {comp.finish_reason}", cut=True)
             page.flags.append(f"cut: stream {sid} ({s.label}) stopped by vLLM ({comp.finish_reason}: "
                               f"{comp.stop_reason})")
-        if not s.live:
-            if not out.finished:
-                self.engine.abort_request([out.request_id])
-            del page.open[out.request_id]
-            del self.requests[out.request_id]
+        # this stream's request, or every request of a page cut at its token budget (take_token)
+        ended = [rid for rid, k in page.open.items() if not page.graph[k].live]
+        running = [rid for rid in ended if not (rid == out.request_id and out.finished)]
+        if running:
+            self.engine.abort_request(running)
+        for rid in ended:
+            del page.open[rid]
+            del self.requests[rid]
 
     def _extend(self, page: _Page, sid: int, token: int) -> None:
         """Append one token; ends, forks and limits as the embedded engine applies them."""
-        for fork in take_token(page.graph, sid, token, self.strategy, self.cfg.max_new_tokens, page.flags):
+        for fork in take_token(page.graph, sid, token, self.strategy, self.cfg, page.flags):
             self._fork(page, fork)
 
     def _fork(self, page: _Page, fork: Fork) -> None:

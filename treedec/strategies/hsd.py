@@ -1,7 +1,9 @@
 """HSD: hierarchical speculative decoding from a pipeline OCR's drafts (training-free).
 
 Stage 1: every draft region is cropped and decoded by the target model (prompt mode
-`crop`) with the region's draft as speculation; stage 2: the page is decoded by the base
+`crop`; on a checkpoint without a crop prompt, its page prompt `flat`: the crop read as a
+small page, its blocks' content the region's reading, `stage1_mode`) with the region's draft
+as speculation; stage 2: the page is decoded by the base
 strategy with drafts: the stage-1 outputs (`stage2_drafts=stage1`, as published) or those
 and the pipeline's text as alternatives (`both`, the default: where a crop was misread the
 pipeline's text still proposes). The base strategy is any fork strategy by name
@@ -31,8 +33,8 @@ from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
 from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.errors import UserError
-from treedec.page import Page
-from treedec.serialize import EOS
+from treedec.page import Block, Page
+from treedec.serialize import EOS, page_to_flat
 from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.strategies.hsd_stream import DraftStream
 from treedec.strategies.mtp import with_mtp
@@ -109,9 +111,11 @@ class TwoStages:
             for k, b in enumerate(page.reading_order()):
                 if b.category in CROP_CATEGORIES and b.content:
                     jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, stage1_crop(s.image, b.bbox, grid))))
+        mode = stage1_mode(vlm)
         seq = SequenceDrafter(self.matcher)
-        seq.seqs = {c.name: [self.tok.encode(b.content) + [self.tok.eos_id]] for _, b, c in jobs}
-        crop_strategy = Strategy("hsd_stage1", "crop", self.tok, flat_target,
+        seq.seqs = {c.name: [self.tok.encode(b.content if mode == "crop" else page_draft(b)) + [self.tok.eos_id]]
+                    for _, b, c in jobs}
+        crop_strategy = Strategy("hsd_stage1", mode, self.tok, flat_target,
                                  drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
         # the pages' own runtime, not a fresh one: its `forward_passes` is a running total that a
         # run reads as a difference (`parse_pages`), so the crops' forwards count in the run's
@@ -120,11 +124,32 @@ class TwoStages:
         records = runtime.run(vlm, crop_strategy, [c for _, _, c in jobs], progress=progress,
                               warmup=False).records
         for (name, block, _), rec in zip(jobs, records):
-            block.content = rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
+            block.content = crop_reading(rec, mode)
             f = figures[name]
+            f["stage1_prompt"] = mode
             f["stage1_steps"] = max(f["stage1_steps"], rec.steps)
             f["stage1_crops"] += 1
         return {n: [p, drafted[n]] for n, p in pages.items()} if self.stage2_drafts == "both" else pages
+
+
+def stage1_mode(vlm) -> str:
+    """The prompt stage 1 reads a crop with: `crop`, or, on a checkpoint trained without crops
+    (HSD is training-free), its page prompt `flat`: the crop read as a small page."""
+    return "crop" if vlm.has_prompt("crop") else "flat"
+
+
+def page_draft(block) -> str:
+    """A draft block as the flat form of a page holding it alone (what a crop read with the page
+    prompt is drafted by), its box drafted as the whole crop; its end token left to the caller."""
+    return page_to_flat(Page(1, 1, [Block(block.category, (0.0, 0.0, 1.0, 1.0), block.content)]))[: -len(EOS)]
+
+
+def crop_reading(rec, mode: str) -> str:
+    """A crop's reading from its record: in crop mode its text (its end token dropped); read
+    with the page prompt, the content of the page's blocks in reading order."""
+    if mode == "crop":
+        return rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
+    return "\n".join(b.content for b in rec.page.reading_order() if b.content)
 
 
 def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int], ocr=None,
