@@ -1,4 +1,8 @@
+import atexit
 import importlib.util
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +12,21 @@ torch.set_num_threads(2)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
+
+# Commands run without out=DIR write under $TREEDEC_RUNS (default ./runs): a scratch folder for the
+# suite, inherited by the commands the tests start, so the suite leaves nothing in the checkout.
+_SCRATCH = tempfile.mkdtemp(prefix="treedec-test-runs-")
+os.environ["TREEDEC_RUNS"] = _SCRATCH
+atexit.register(shutil.rmtree, _SCRATCH, True)
+_RUNS_BEFORE = set(os.listdir(ROOT / "runs")) if (ROOT / "runs").is_dir() else set()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when a test wrote into the checkout's runs/ folder anyway."""
+    now = set(os.listdir(ROOT / "runs")) if (ROOT / "runs").is_dir() else set()
+    if now - _RUNS_BEFORE:
+        print(f"\ntests wrote into {ROOT / 'runs'}: {sorted(now - _RUNS_BEFORE)[:5]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def load_script(path: str):

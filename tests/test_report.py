@@ -78,9 +78,9 @@ def test_without_a_baseline_the_lead_table_says_how_to_get_one(tmp_path):
 
 
 def test_ratios_are_coloured_by_direction_and_the_lead_says_why_steps_and_wall_time_differ(tmp_path):
-    base = {**SUMMARY["baseline"], "forward_passes": 400, "decode_s_per_forward": 0.010,
+    base = {**SUMMARY["baseline"], "forward_passes": 400, "decode_per_forward_s": 0.010,
             "phases_s": {"load": 0.5, "draft": 0.0, "decode": 4.0, "write": 0.1, "total": 4.6}}
-    s = {**SUMMARY, "throughput_ratio": 0.8, "forward_passes": 250, "decode_s_per_forward": 0.020,
+    s = {**SUMMARY, "throughput_ratio": 0.8, "forward_passes": 250, "decode_per_forward_s": 0.020,
          "phases_s": {"load": 0.5, "draft": 1.5, "decode": 5.0, "write": 0.1, "total": 7.1}, "baseline": base}
     soup = BeautifulSoup(write_report(tmp_path, s, {}, [], lead=lead_rows(s), lead_names=("padoc", "sequential"),
                                       lead_notes=[why(s)]).read_text(), "html.parser")

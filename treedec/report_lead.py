@@ -70,7 +70,7 @@ def lead_rows(summary: Mapping[str, Any]) -> list[LeadRow]:
             rows.append(LeadRow(words, summary[key], base.get(key), summary.get(ratio), kind))
     # why fewer steps need not mean more pages/s: the passes the whole run made, and what one cost
     for key, words, kind in (("forward_passes", "forward passes, whole run (pages batched)", "steps"),
-                             ("decode_s_per_forward", "decode seconds per forward pass", "seconds")):
+                             ("decode_per_forward_s", "decode seconds per forward pass", "seconds")):
         if summary.get(key) is not None:
             rows.append(LeadRow(words, summary[key], base.get(key), _better_ratio(summary[key], base.get(key), False),
                                 kind))
@@ -82,7 +82,7 @@ def why(summary: Mapping[str, Any]) -> str | None:
     cost (plus the phases around decoding), not the critical-path steps alone."""
     base = summary.get("baseline") or {}
     keys = ("steps_ratio", "throughput_ratio")
-    need = ("forward_passes", "decode_s_per_forward", "phases_s")
+    need = ("forward_passes", "decode_per_forward_s", "phases_s")
     if any(summary.get(k) is None for k in keys) or any(not summary.get(k) or not base.get(k) for k in need):
         return None
     ours, theirs = summary["phases_s"], base["phases_s"]
@@ -91,8 +91,8 @@ def why(summary: Mapping[str, Any]) -> str | None:
     return (f"Steps vs wall time: the critical-path steps ratio is {summary['steps_ratio']:.2f}x, the pages/s ratio "
             f"{summary['throughput_ratio']:.2f}x. Pages/s follows the forward "
             f"passes the whole run makes ({summary['forward_passes']} against {base['forward_passes']}) times what "
-            f"one costs ({summary['decode_s_per_forward'] * 1e3:.1f} ms against "
-            f"{base['decode_s_per_forward'] * 1e3:.1f} ms: a pass carries every stream and draft token in flight), "
+            f"one costs ({summary['decode_per_forward_s'] * 1e3:.1f} ms against "
+            f"{base['decode_per_forward_s'] * 1e3:.1f} ms: a pass carries every stream and draft token in flight), "
             f"plus the phases around decoding ({other:.2f} s against {other_base:.2f} s: load, drafting, stage 1, "
             f"write). Table below: where the wall time went.")
 

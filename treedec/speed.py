@@ -48,7 +48,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "p99_decode_latency_s": pct(decode, 99),
         "forward_passes": res.forward_passes,
         # what one forward pass cost: the decode phase over the passes (every page's streams and drafts in one pass)
-        "decode_s_per_forward": res.phases["decode"] / res.forward_passes
+        "decode_per_forward_s": res.phases["decode"] / res.forward_passes
         if res.forward_passes and res.phases.get("decode") else None,
         "wall_s": res.wall_s, "warmup_s": res.warmup_s, "drafts": res.drafts,
         **phase_figures(res),

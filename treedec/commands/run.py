@@ -220,7 +220,7 @@ def phase_rows(rows: list[dict]) -> list[dict]:
         ph = r.get("phases_s") or {}
         out.append({"strategy": r["strategy"], "concurrency": r["concurrency"], "drafts": r.get("drafts") or "none",
                     **{k: ph.get(k) for k in ph}, "per_page": ph.get("total", 0.0) / r["pages"] if r["pages"] else None,
-                    "forward passes": r.get("forward_passes"), "decode s / pass": r.get("decode_s_per_forward"),
+                    "forward passes": r.get("forward_passes"), "decode s / pass": r.get("decode_per_forward_s"),
                     "warmup (untimed)": r.get("warmup_s")})
     return out
 
