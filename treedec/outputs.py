@@ -1,4 +1,4 @@
-"""The outputs contract (README.md, "Usage"; docs/architecture.md): every command writes
+"""The outputs contract (docs/usage.md, "Outputs"; docs/architecture.md): every command writes
 into one folder (`out=DIR`) `summary.json` (stable snake_case keys plus `meta`), `pages/`
 (per-page figures and flags; `run` adds each parsed page as OmniDocBench JSON and
 Markdown), `config.yaml` (the resolved config), `metrics.jsonl`, plots and a report. A

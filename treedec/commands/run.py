@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from treedec.commands.run_inputs import (check_some_readable, documents_of, input_figures, interrupted, model_notes,
-                                         page_views)
+from treedec.commands.run_inputs import (check_some_readable, documents_of, flagged_line, input_figures, interrupted,
+                                         model_notes, page_views)
 from treedec.data import open_dataset
 from treedec.engine.draft_stats import depth_figures
 from treedec.evaluate import evaluate_pages
@@ -192,18 +192,22 @@ def main(cfg, out: RunOutput) -> dict:
     if len(levels) > 1:
         _print_levels(by_level)
     per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
+    flagged = flagged_line(summary)
     write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
                  title=f"treedec run: {cfg.strategy.name} on {len(samples)} pages", notes=notes,
                  tables={"Throughput and latency by concurrency (every figure: summary.json by_concurrency)":
                          [{k: ratio_mark(r.get(k)) if k.endswith("_ratio") else r.get(k) for k in LEVEL_COLUMNS}
                           for r in by_level]},
-                 alerts=alerts + [f"runtime={cfg.runtime.name}: {n}" for n in runtime_notes],
+                 alerts=[*([flagged] if flagged else []), *alerts,
+                         *(f"runtime={cfg.runtime.name}: {n}" for n in runtime_notes)],
                  lead=lead_rows(summary), lead_names=(cfg.strategy.name, cfg.compare),
                  lead_notes=[n for n in [why(summary)] if n],
                  lead_tables={"Where the wall time went, by phase (s; per page: summary.json phases_per_page_s)":
                               phase_rows(by_level)},
                  views=page_views(samples, {r.name: r for r in main_res.records}, cfg.get("report_pages", 12)))
     check_some_readable(out, summary)
+    if flagged:  # the terminal's last lines: which inputs to look at
+        print(f"note: {flagged}", file=sys.stderr)
     return summary
 
 
