@@ -18,14 +18,23 @@ DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
 _SCRATCH = tempfile.mkdtemp(prefix="treedec-test-runs-")
 os.environ["TREEDEC_RUNS"] = _SCRATCH
 atexit.register(shutil.rmtree, _SCRATCH, True)
-_RUNS_BEFORE = set(os.listdir(ROOT / "runs")) if (ROOT / "runs").is_dir() else set()
+
+
+def _outputs() -> set[str]:
+    """What commands could leave in the checkout: its top-level entries and runs/'s."""
+    runs = ROOT / "runs"
+    return {p.name for p in ROOT.iterdir()} | ({f"runs/{n}" for n in os.listdir(runs)} if runs.is_dir() else set())
+
+
+_BEFORE = _outputs()
+_CACHES = {".pytest_cache", "__pycache__"}
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the session when a test wrote into the checkout's runs/ folder anyway."""
-    now = set(os.listdir(ROOT / "runs")) if (ROOT / "runs").is_dir() else set()
-    if now - _RUNS_BEFORE:
-        print(f"\ntests wrote into {ROOT / 'runs'}: {sorted(now - _RUNS_BEFORE)[:5]}")
+    """Fail the session when a test wrote into the checkout anyway (runs/, outputs/, wandb/, ...)."""
+    new = sorted(_outputs() - _BEFORE - _CACHES)
+    if new:
+        print(f"\ntests wrote into the checkout {ROOT}: {new[:5]}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

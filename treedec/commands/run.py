@@ -69,6 +69,7 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     recs = [r for r in res.records if r.timeline][:n]
     if not recs:
@@ -78,6 +79,7 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
         xs, ys = zip(*[(step, sid) for step, sids in enumerate(r.timeline, start=1) for sid in sids])  # 1..steps
         ax.scatter(xs, ys, s=2, marker="s", c=["tab:blue" if y == 0 else "tab:orange" for y in ys])
         ax.set_ylabel("stream")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # streams are whole numbers
         ax.set_title(f"{r.name}: {r.steps} steps, {r.generated} tokens, {r.streams} streams", fontsize=9)
     axes[-1, 0].set_xlabel("forward step (stream 0 = layout / flat stream)")
     fig.tight_layout()
