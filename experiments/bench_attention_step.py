@@ -19,11 +19,8 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 LAYOUTS = ("dense", "padded", "bucketed")
 

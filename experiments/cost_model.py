@@ -33,12 +33,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SIZES = {"5M": (256, 4), "50M": (512, 12), "300M": (1024, 18), "1B": (2048, 15)}  # text hidden, layers
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shipped tiny model's figures (README "Results"): quality of sequential and padoc on
+# The shipped tiny model's figures (docs/results.md): quality of sequential and padoc on
 # held-out pages of its training distribution; the embedded engine at concurrency 1/4/16/64
 # (steps, pages/s, P95, one stream vs plain decoding); sequential/padoc/hsd/padoc_hsd in one
 # run; the pipeline drafter's quality on the same page distribution; HSD stage 1's crop reading. About 2h30

@@ -34,8 +34,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "experiments"))
 
 
 def crop_jobs(samples, drafts, grid: int | None = None) -> dict[str, list[tuple]]:

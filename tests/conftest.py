@@ -1,4 +1,8 @@
+import atexit
 import importlib.util
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +12,30 @@ torch.set_num_threads(2)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
+
+# Commands run without out=DIR write under $TREEDEC_RUNS (default ./runs): a scratch folder for the
+# suite, inherited by the commands the tests start, so the suite leaves nothing in the checkout.
+_SCRATCH = tempfile.mkdtemp(prefix="treedec-test-runs-")
+os.environ["TREEDEC_RUNS"] = _SCRATCH
+atexit.register(shutil.rmtree, _SCRATCH, True)
+
+
+def _outputs() -> set[str]:
+    """What commands could leave in the checkout: its top-level entries and runs/'s."""
+    runs = ROOT / "runs"
+    return {p.name for p in ROOT.iterdir()} | ({f"runs/{n}" for n in os.listdir(runs)} if runs.is_dir() else set())
+
+
+_BEFORE = _outputs()
+_CACHES = {".pytest_cache", "__pycache__"}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when a test wrote into the checkout anyway (runs/, outputs/, wandb/, ...)."""
+    new = sorted(_outputs() - _BEFORE - _CACHES)
+    if new:
+        print(f"\ntests wrote into the checkout {ROOT}: {new[:5]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def load_script(path: str):

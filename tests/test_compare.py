@@ -1,6 +1,7 @@
 """`compare` on stored results alone: swept keys as columns, each job against the baseline of
 its own sweep (same other swept keys), a run's in-process baseline, user errors."""
 import pytest
+from bs4 import BeautifulSoup
 from omegaconf import OmegaConf
 
 from treedec.commands.compare import load_jobs, markdown, table
@@ -65,9 +66,33 @@ def test_compare_writes_markdown_html_and_plot(sweeps, tmp_path):
     out = RunOutput(tmp_path / "out")
     s = compare(OmegaConf.create({"runs": [str(a), str(b)], "baseline": None}), out)
     assert s["jobs"] == 5
-    assert (out.dir / "compare.md").read_text().startswith("| sweep | data.pages | strategy | baseline |")
-    html = (out.dir / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 1 and "median_steps_vs_baseline" in html
+    assert (out.dir / "compare.md").read_text().startswith("| sweep | data.pages | strategy | pages | baseline |")
+    soup = BeautifulSoup((out.dir / "report.html").read_text(), "html.parser")
+    assert str(soup).count("data:image/png;base64,") == 1
+    cells = {c.get_text(): c.get("class") for c in soup.find_all("span")}
+    # each figure beside its ratio, coloured by direction: fewer steps and more pages/s better, more text edit worse
+    assert cells["200 (2.00x)"] == ["better"] and cells["0.1 (+0.000)"] == ["same"] and cells["0.1 (1.00x)"] == ["same"]
+    assert cells["40 (3.00x)"] == ["better"] and cells["0.2 (-0.050)"] == ["better"]
+    assert "warnings" not in s  # the sweep over data.pages differs in pages on purpose
+
+
+def test_runs_that_differ_in_pages_seeds_or_weights_are_named_in_one_line(tmp_path, capsys):
+    for sweep, pages, seed, weights in (("a", 100, 0, "w1"), ("b", 16, 0, "w1"), ("c", 100, 1, "w2")):
+        write_atomic(tmp_path / sweep / "j" / "result.json",
+                     {"key": sweep, "overrides": ["strategy=padoc"], "summary": {"strategy": "padoc", "pages": pages},
+                      "inputs": {"config": {"seed": seed, "data": {"seed": 7}}, "weights_sha256": weights}})
+    out = RunOutput(tmp_path / "out")
+    s = compare(OmegaConf.create({"runs": [str(tmp_path / "a"), str(tmp_path / "b")], "baseline": None}), out)
+    err = capsys.readouterr().err.strip()
+    assert err == s["warnings"][0] and "\n" not in err
+    assert "pages: 100, 16" in err and "seeds" not in err and "weights" not in err
+    assert "| 100 |" in (out.dir / "compare.md").read_text()  # the pages column
+    assert "pages: 100, 16" in (out.dir / "report.html").read_text()  # and at the top of the report
+    s = compare(OmegaConf.create({"runs": [str(tmp_path / "a"), str(tmp_path / "c")], "baseline": None}), out)
+    assert "seeds (seed/data.seed): 0/7, 1/7" in s["warnings"][0] and "model weights (sha256): w1, w2" in s["warnings"][0]
+    capsys.readouterr()
+    s = compare(OmegaConf.create({"runs": [str(tmp_path / "a")], "baseline": None}), out)
+    assert "warnings" not in s and capsys.readouterr().err == ""
 
 
 def test_acceptance_by_depth_is_shown_as_it_is(tmp_path):

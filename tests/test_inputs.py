@@ -147,6 +147,18 @@ def test_run_on_bad_inputs_goes_on_flags_each_page_and_writes_documents(tmp_path
         assert any(word in f for f in s["page_flags"][name]), name
         assert any(word in f for f in json.loads((out / "pages" / f"{name}.json").read_text())["flags"]), name
         assert word in report, name
+    # the report's top and the terminal's last lines name how many were flagged and the first few
+    first = next(iter(s["page_flags"]))
+    line = next(ln for ln in r.stderr.splitlines() if "pages flagged" in ln)
+    assert line.startswith(f"note: {s['pages_flagged']} of {s['pages']} pages flagged, 7 unreadable: {first} (")
+    assert line in r.stderr.strip().splitlines()[-3:]
+    from bs4 import BeautifulSoup
+
+    top = BeautifulSoup(report, "html.parser").find("p", class_="alert").get_text()
+    assert top == line.removeprefix("note: ")
+    # pages with no ground truth are not "scored as empty"
+    assert not any("scored as empty" in f for fs in s["page_flags"].values() for f in fs)
+    assert any("not decoded" in f for f in s["page_flags"][first])
     doc = (out / "documents" / "docs__two pages.md").read_text()
     assert doc.index("page docs__two pages.p001") < doc.index("page docs__two pages.p002")
     assert "encrypted PDF" in (out / "documents" / "encrypted.md").read_text()

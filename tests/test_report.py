@@ -1,6 +1,6 @@
 """report.html's structure: the strategy beside its baseline first (rounded ratios), plots,
 pages drawn with their regions coloured by branch and their Markdown, raw figures last.
-(No browser here: headless Chromium is not installed, so the HTML is checked as a tree.)"""
+(The HTML is checked as a tree here; how it looks at 1280 px: tests/test_report_width.py.)"""
 import base64
 import io
 
@@ -10,7 +10,7 @@ from PIL import Image
 from treedec.page import Block
 from treedec.plots import BRANCH_COLOURS, draw_regions
 from treedec.report import write_report
-from treedec.report_lead import PageView, lead_rows
+from treedec.report_lead import PageView, lead_rows, why
 
 SUMMARY = {"strategy": "padoc", "pages": 2, "text_edit": 0.03312, "layout_f1": 0.9712, "median_steps": 64.0,
            "pages_per_s": 1.2345, "p95_latency_s": 3.2109, "steps_ratio": 1.5625, "throughput_ratio": 1.4444,
@@ -75,3 +75,21 @@ def test_without_a_baseline_the_lead_table_says_how_to_get_one(tmp_path):
     lead = soup.find("table", class_="lead")
     assert [th.get_text() for th in lead.find_all("th")] == ["figure", "padoc"]
     assert "compare=sequential" in lead.find_next("p").get_text()
+
+
+def test_ratios_are_coloured_by_direction_and_the_lead_says_why_steps_and_wall_time_differ(tmp_path):
+    base = {**SUMMARY["baseline"], "forward_passes": 400, "decode_per_forward_s": 0.010,
+            "phases_s": {"load": 0.5, "draft": 0.0, "decode": 4.0, "write": 0.1, "total": 4.6}}
+    s = {**SUMMARY, "throughput_ratio": 0.8, "forward_passes": 250, "decode_per_forward_s": 0.020,
+         "phases_s": {"load": 0.5, "draft": 1.5, "decode": 5.0, "write": 0.1, "total": 7.1}, "baseline": base}
+    soup = BeautifulSoup(write_report(tmp_path, s, {}, [], lead=lead_rows(s), lead_names=("padoc", "sequential"),
+                                      lead_notes=[why(s)]).read_text(), "html.parser")
+    ratio = {tr.find("td").get_text(): tr.find_all("td")[-1] for tr in soup.find("table", class_="lead").find_all("tr")[1:]}
+    assert ratio["critical-path steps per page (median)"]["class"] == ["ratio", "better"]
+    assert ratio["pages/s"]["class"] == ["ratio", "worse"] and ratio["pages/s"].get_text() == "0.80x"
+    assert ratio["text edit distance (lower is better)"]["class"] == ["ratio", "same"]
+    assert ratio["forward passes, whole run (pages batched)"].get_text() == "1.60x"
+    assert ratio["decode seconds per forward pass"].get_text() == "0.50x"
+    text = soup.find("table", class_="lead").find_next("p").get_text()
+    assert "steps ratio is 1.56x, the pages/s ratio 0.80x" in text and "(250 against 400)" in text
+    assert "20.0 ms against 10.0 ms" in text and "2.10 s against 0.60 s" in text

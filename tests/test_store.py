@@ -63,7 +63,7 @@ def test_a_sweep_resumes_only_what_is_missing(tmp_path):
     assert pad["baseline"] == "strategy=sequential"
     assert pad["median_fork_depth_vs_baseline"] == pytest.approx(rows["sequential"]["median_fork_depth"] /
                                                                  pad["median_fork_depth"])
-    assert "| padoc | strategy=sequential |" in (out / "compare.md").read_text()
+    assert "| padoc | 3 | strategy=sequential |" in (out / "compare.md").read_text()  # strategy, pages, baseline
     assert "data:image/png;base64," in (out / "report.html").read_text()
 
 

@@ -169,6 +169,9 @@ def _task(command: str):
                     job.record(summary)
                 print(f"wrote {out.dir}/summary.json")
         except UserError as e:
+            from treedec.outputs import discard_start
+
+            discard_start(hc.runtime.output_dir, f"{hc.job.name}.log")  # a mistake leaves no run folder behind
             _fail(str(e))
 
     return task

@@ -1,4 +1,4 @@
-"""The outputs contract (README.md, "Usage"; docs/architecture.md): every command writes
+"""The outputs contract (docs/usage.md, "Outputs"; docs/architecture.md): every command writes
 into one folder (`out=DIR`) `summary.json` (stable snake_case keys plus `meta`), `pages/`
 (per-page figures and flags; `run` adds each parsed page as OmniDocBench JSON and
 Markdown), `config.yaml` (the resolved config), `metrics.jsonl`, plots and a report. A
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -76,3 +77,23 @@ class RunOutput:
                                     "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}}
         write_json(self.dir / "summary.json", data)
         return data
+
+
+STARTED = ("config.yaml", ".hydra", "pages")  # what a command's start writes before any result
+
+
+def discard_start(folder: str | Path, log_name: str) -> bool:
+    """After a command failed on a user's mistake (a config error): remove what its start
+    wrote into `folder` (the resolved config, Hydra's record, its log, an empty `pages/`) and
+    the folder itself when that leaves it empty; a folder holding anything else (pages, a
+    summary, older results) is kept whole. True when the folder is gone."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return True
+    pages = folder / "pages"
+    if pages.is_dir() and any(pages.iterdir()):
+        return False
+    if any(p.name not in (*STARTED, log_name) for p in folder.iterdir()):
+        return False
+    shutil.rmtree(folder)
+    return True

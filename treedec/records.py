@@ -89,7 +89,8 @@ def unreadable(sample: Sample) -> PageRecord:
     size = (sample.page.width, sample.page.height) if sample.page else (sample_size(sample) or (1000, 1000))
     reasons = [f for f in sample_flags(sample) if f.startswith("unreadable")]
     return PageRecord(sample.name, Page(*size, image_path=sample.name), "", gt=sample.page,
-                      flags=(reasons or ["unreadable or missing image"]) + ["not decoded, scored as empty"]
+                      flags=(reasons or ["unreadable or missing image"])
+                      + ["not decoded, scored as empty" if sample.page is not None else "not decoded"]
                       + [f for f in sample_flags(sample) if not f.startswith("unreadable")])
 
 

@@ -16,6 +16,28 @@ class LeadRow:
     kind: str  # how to round: "quality" (3 decimals), "steps", "rate", "seconds"
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A table cell's text with a class: `better` / `worse` (than the baseline) colour it."""
+    text: str
+    cls: str = ""
+
+
+def direction(ratio: float | None, shown: str) -> str:
+    """The class of a "> 1 is better" ratio as shown (`1.00x` is neither)."""
+    if ratio is None or shown in ("1.00x", "&ndash;"):
+        return "same"
+    return "better" if ratio > 1 else "worse"
+
+
+def ratio_mark(ratio: float | None) -> Mark | None:
+    """A "> 1 is better" ratio as a coloured cell."""
+    if ratio is None:
+        return None
+    shown = fmt_ratio(ratio)
+    return Mark(shown, direction(ratio, shown))
+
+
 @dataclass
 class PageView:
     name: str
@@ -46,7 +68,33 @@ def lead_rows(summary: Mapping[str, Any]) -> list[LeadRow]:
                                     ("p95_latency_s", "p95_ratio", "P95 page latency, s", "seconds")):
         if summary.get(key) is not None:
             rows.append(LeadRow(words, summary[key], base.get(key), summary.get(ratio), kind))
+    # why fewer steps need not mean more pages/s: the passes the whole run made, and what one cost
+    for key, words, kind in (("forward_passes", "forward passes, whole run (pages batched)", "steps"),
+                             ("decode_per_forward_s", "decode seconds per forward pass", "seconds")):
+        if summary.get(key) is not None:
+            rows.append(LeadRow(words, summary[key], base.get(key), _better_ratio(summary[key], base.get(key), False),
+                                kind))
     return rows
+
+
+def why(summary: Mapping[str, Any]) -> str | None:
+    """One sentence from the measured figures: pages/s follows the forward passes times their
+    cost (plus the phases around decoding), not the critical-path steps alone."""
+    base = summary.get("baseline") or {}
+    keys = ("steps_ratio", "throughput_ratio")
+    need = ("forward_passes", "decode_per_forward_s", "phases_s")
+    if any(summary.get(k) is None for k in keys) or any(not summary.get(k) or not base.get(k) for k in need):
+        return None
+    ours, theirs = summary["phases_s"], base["phases_s"]
+    other = sum(v for k, v in ours.items() if k not in ("decode", "total"))
+    other_base = sum(v for k, v in theirs.items() if k not in ("decode", "total"))
+    return (f"Steps vs wall time: the critical-path steps ratio is {summary['steps_ratio']:.2f}x, the pages/s ratio "
+            f"{summary['throughput_ratio']:.2f}x. Pages/s follows the forward "
+            f"passes the whole run makes ({summary['forward_passes']} against {base['forward_passes']}) times what "
+            f"one costs ({summary['decode_per_forward_s'] * 1e3:.1f} ms against "
+            f"{base['decode_per_forward_s'] * 1e3:.1f} ms: a pass carries every stream and draft token in flight), "
+            f"plus the phases around decoding ({other:.2f} s against {other_base:.2f} s: load, drafting, stage 1, "
+            f"write). Table below: where the wall time went.")
 
 
 def fmt(value: float | None, kind: str) -> str:
@@ -71,7 +119,8 @@ def lead_table(rows: list[LeadRow], strategy: str, baseline: str | None) -> str:
     for r in rows:
         cells = f"<td>{html.escape(r.figure)}</td><td>{fmt(r.ours, r.kind)}</td>"
         if baseline:
-            cells += f"<td>{fmt(r.base, r.kind)}</td><td class='ratio'>{fmt_ratio(r.ratio)}</td>"
+            shown = fmt_ratio(r.ratio)
+            cells += f"<td>{fmt(r.base, r.kind)}</td><td class='ratio {direction(r.ratio, shown)}'>{shown}</td>"
         body.append(f"<tr>{cells}</tr>")
     hint = "" if baseline else "<p>Run with compare=sequential to see the baseline and the ratios.</p>"
     return f"<table class='lead'><tr>{head}</tr>{''.join(body)}</table>{hint}"

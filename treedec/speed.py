@@ -46,7 +46,11 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "p50_latency_s": pct(lat, 50), "p95_latency_s": pct(lat, 95), "p99_latency_s": pct(lat, 99),
         "p50_decode_latency_s": pct(decode, 50), "p95_decode_latency_s": pct(decode, 95),
         "p99_decode_latency_s": pct(decode, 99),
-        "forward_passes": res.forward_passes, "wall_s": res.wall_s, "warmup_s": res.warmup_s, "drafts": res.drafts,
+        "forward_passes": res.forward_passes,
+        # what one forward pass cost: the decode phase over the passes (every page's streams and drafts in one pass)
+        "decode_per_forward_s": res.phases["decode"] / res.forward_passes
+        if res.forward_passes and res.phases.get("decode") else None,
+        "wall_s": res.wall_s, "warmup_s": res.warmup_s, "drafts": res.drafts,
         **phase_figures(res),
         **draft_cost_figures(res),
         **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step

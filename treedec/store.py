@@ -239,6 +239,7 @@ def plan(command: str, overrides: list[str], root: str | Path) -> tuple[int, int
 
 def sweep_dir(command: str, overrides: list[str]) -> str:
     """The default folder of a sweep, named by its command line so that rerunning the same
-    command resumes it: runs/<command>-sweep-<hash of the overrides>."""
+    command resumes it: runs/<command>-sweep-<hash of the overrides> (runs/: $TREEDEC_RUNS where set)."""
     kept = sorted(o for o in overrides if o.lstrip("+").partition("=")[0] not in NOT_IN_KEY)
-    return f"runs/{command}-sweep-{hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:10]}"
+    digest = hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:10]
+    return f"{os.environ.get('TREEDEC_RUNS', 'runs')}/{command}-sweep-{digest}"

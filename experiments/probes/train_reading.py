@@ -16,7 +16,6 @@ import json
 import math
 import os
 import random
-import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -26,8 +25,6 @@ import torch
 import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1]))
 from reading_data import render, sample_page, target_segments  # noqa: E402
 from transformers import DynamicCache, Idefics3ForConditionalGeneration  # noqa: E402
 

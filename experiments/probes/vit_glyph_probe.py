@@ -1,5 +1,4 @@
 import sys, random, time, torch, torch.nn.functional as F
-sys.path.insert(0, 'experiments/probes'); sys.path.insert(0, '.')
 from reading_data import render, sample_page
 from transformers import Idefics3ForConditionalGeneration
 from treedec.models.tiny import tiny_idefics3_config, tiny_tokenizer

@@ -10,14 +10,11 @@ Writes the checkpoint with `VLM.save` (weights + tokenizer + the serving files v
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from treedec.data.synth import SynthConfig, generate_page  # noqa: E402
 from treedec.models.vlm import VLM, VLMSpec, pixels  # noqa: E402

@@ -12,12 +12,14 @@ better": steps, depth and latency baseline / job, pages/s and accepted per step 
 baseline; quality figures as a difference job - baseline."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from treedec.errors import UserError
 from treedec.outputs import RunOutput
 from treedec.report import write_report
+from treedec.report_lead import Mark, direction
 from treedec.store import NOT_IN_KEY, results
 
 # (summary key, label, how it compares: "down" = lower is better, "up" = higher, "delta" = difference)
@@ -26,6 +28,8 @@ FIGURES = (("text_edit", "text edit", "delta"), ("layout_f1", "layout F1", "delt
            ("pages_per_s", "pages/s", "up"), ("p95_latency_s", "P95 latency s", "down"),
            ("accepted_per_step", "accepted/step", "up"),
            ("median_fork_depth", "oracle depth", "down"), ("median_reduction", "oracle reduction", "delta"))
+# quality figures compared as a difference whose better side is lower (the others: higher)
+LOWER_IS_BETTER = ("text_edit",)
 # (summary key, label) of figures shown as they are, no ratio: drafted tokens accepted at look-ahead depth 1, 2, ...
 LISTS = (("acceptance_by_depth", "accepted by depth"),)
 
@@ -56,7 +60,12 @@ def load_jobs(roots: list[str]) -> list[dict[str, Any]]:
                 if key not in NOT_IN_KEY:
                     params[key] = value
             params.setdefault("strategy", str(data["summary"].get("strategy")))
-            jobs.append({"sweep": root, "dir": str(folder), "params": params, "summary": data["summary"]})
+            inputs = data.get("inputs") or {}
+            config = inputs.get("config") or {}
+            seeds = (config.get("seed"), (config.get("data") or {}).get("seed"))
+            jobs.append({"sweep": root, "dir": str(folder), "params": params, "summary": data["summary"],
+                         "pages": data["summary"].get("pages"), "seeds": "/".join(str(x) for x in seeds),
+                         "weights": inputs.get("weights_sha256")})
     return jobs
 
 
@@ -106,6 +115,7 @@ def table(jobs: list[dict], rule_text: str | None) -> tuple[list[dict], list[str
             row: dict[str, Any] = {"sweep": s} if len(sweeps) > 1 else {}
             row.update({k: job["params"].get(k) for k in columns})
             row["strategy"] = job["summary"].get("strategy", job["params"].get("strategy"))
+            row["pages"] = job["pages"]
             row["baseline"] = described
             for key, _ in LISTS:
                 if isinstance(job["summary"].get(key), list):
@@ -115,6 +125,25 @@ def table(jobs: list[dict], rule_text: str | None) -> tuple[list[dict], list[str
                 row[f"{key}_vs_baseline"] = _ratio(row[key], base.get(key), how) if base else None
             rows.append(row)
     return rows, (["sweep"] if len(sweeps) > 1 else []) + columns, figures
+
+
+# what makes two jobs' figures comparable: (job field, words, the overrides that set it on purpose)
+_SAME = (("pages", "pages", ("data.pages", "data")), ("seeds", "seeds (seed/data.seed)", ("seed", "data.seed")),
+         ("weights", "model weights (sha256)", ("model", "model.path")))
+
+
+def mismatch(jobs: list[dict]) -> str | None:
+    """One line when the jobs differ in pages, seeds or model weights where no swept key says
+    so (a sweep over data.pages differs on purpose), else None."""
+    swept = {k for s in {j["sweep"] for j in jobs} for k in swept_keys([j for j in jobs if j["sweep"] == s])}
+    parts = []
+    for field, words, keys in _SAME:
+        values = list(dict.fromkeys(str(j[field])[:12] for j in jobs if j[field] is not None))
+        if len(values) > 1 and not swept & set(keys):
+            parts.append(f"{words}: {', '.join(values[:4])}{' ...' if len(values) > 4 else ''}")
+    if not parts:
+        return None
+    return f"warning: the runs compared differ in {'; '.join(parts)}: their ratios compare unlike runs"
 
 
 def _fmt(value, how: str | None = None) -> str:
@@ -129,16 +158,42 @@ def _fmt(value, how: str | None = None) -> str:
 
 def markdown(rows: list[dict], keys: list[str], figures: list[tuple]) -> str:
     lists = [(k, label) for k, label in LISTS if any(k in r for r in rows)]
-    head = [*keys, "strategy", "baseline", *(label for _, label, _ in figures), *(label for _, label in lists)]
+    head = [*keys, "strategy", "pages", "baseline", *(label for _, label, _ in figures),
+            *(label for _, label in lists)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [str(r.get(k, "")) for k in [*keys, "strategy", "baseline"]]
+        cells = [str(r.get(k, "")) for k in [*keys, "strategy", "pages", "baseline"]]
         for key, _, how in figures:
             v, x = r.get(key), r.get(f"{key}_vs_baseline")
             cells.append(_fmt(v) + (f" ({_fmt(x, how)})" if x is not None else ""))
         cells += [r.get(k, "") for k, _ in lists]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def html_rows(rows: list[dict], keys: list[str], figures: list[tuple]) -> list[dict]:
+    """The report's table: the job's keys, then each figure as `value (ratio)`, the ratio
+    coloured by direction (better or worse than the baseline)."""
+    lists = [(k, label) for k, label in LISTS if any(k in r for r in rows)]
+    out = []
+    for r in rows:
+        cells: dict = {k: r.get(k) for k in [*keys, "strategy", "pages", "baseline"]}
+        for key, label, how in figures:
+            v, x = r.get(key), r.get(f"{key}_vs_baseline")
+            if x is None:
+                cells[label] = Mark(_fmt(v))
+                continue
+            better = x if how != "delta" else (1 + (-x if key in LOWER_IS_BETTER else x))
+            shown = _fmt(x, how)
+            cells[label] = Mark(f"{_fmt(v)} ({shown})", direction(better, "1.00x" if shown in ("+0.000", "-0.000")
+                                                                  else shown))
+        cells.update({label: r.get(k, "") for k, label in lists})
+        out.append(cells)
+    return out
+
+
+PLOT_COLUMNS = 3  # panels a row: the plot stays about 1200 px wide, legible at a laptop's width
+BAR_COLOURS = {"better": "#067d17", "worse": "#b3261e", "same": "#777777"}
 
 
 def plot(rows: list[dict], keys: list[str], figures: list[tuple], path: Path) -> Path | None:
@@ -153,14 +208,20 @@ def plot(rows: list[dict], keys: list[str], figures: list[tuple], path: Path) ->
         return None
     labels = [", ".join(f"{k}={r[k]}" for k in keys if r.get(k) is not None) or r["strategy"] for r in rows]
     labels = [f"{lab} [{r['strategy']}]" if "strategy" not in keys else lab for lab, r in zip(labels, rows)]
-    fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 0.9 + 0.35 * len(rows)), squeeze=False)
-    for ax, (key, label, _) in zip(axes[0], shown):
-        vals = [r.get(f"{key}_vs_baseline") or 0.0 for r in rows]
-        ax.barh(range(len(rows)), vals, color="tab:blue")
+    ncols = min(PLOT_COLUMNS, len(shown))
+    nrows = -(-len(shown) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols, nrows * (1.0 + 0.3 * len(rows))), squeeze=False)
+    for i, (key, label, _) in enumerate(shown):
+        ax = axes[i // ncols][i % ncols]
+        vals = [r.get(f"{key}_vs_baseline") for r in rows]
+        ax.barh(range(len(rows)), [v or 0.0 for v in vals],
+                color=[BAR_COLOURS[direction(v, "" if v is None else f"{v:.2f}x")] for v in vals])
         ax.axvline(1.0, color="k", lw=0.8, ls="--")
-        ax.set_yticks(range(len(rows)), labels if ax is axes[0][0] else [""] * len(rows), fontsize=8)
+        ax.set_yticks(range(len(rows)), labels if i % ncols == 0 else [""] * len(rows), fontsize=9)
         ax.invert_yaxis()
-        ax.set_title(f"{label} vs baseline (> 1 better)", fontsize=9)
+        ax.set_title(f"{label} vs baseline (> 1 better)", fontsize=10)
+    for j in range(len(shown), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -180,7 +241,12 @@ def main(cfg, out: RunOutput) -> dict:
              "Baseline: the job of the same sweep with " + ("=".join(_baseline_rule(cfg.baseline, jobs))
                                                             if cfg.get("baseline") else "strategy=sequential") +
              " and the same other swept keys; else a `run compare=X` job's own baseline."]
+    warning = mismatch(jobs)
     write_report(out.dir, {"jobs": len(rows), "sweeps": len(roots)}, {}, [png] if png else [],
-                 title="treedec compare", tables={"Jobs": rows}, notes=notes)
+                 title="treedec compare", tables={"Jobs": html_rows(rows, keys, figures)}, notes=notes,
+                 alerts=[warning] if warning else [])
     print(md)
-    return {"jobs": len(rows), "sweeps": roots, "swept_keys": keys, "rows": rows}
+    if warning:
+        print(warning, file=sys.stderr)
+    return {"jobs": len(rows), "sweeps": roots, "swept_keys": keys, "rows": rows,
+            **({"warnings": [warning]} if warning else {})}

@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from treedec.commands.run_inputs import (check_some_readable, documents_of, input_figures, interrupted, model_notes,
-                                         page_views)
+from treedec.commands.run_inputs import (check_some_readable, documents_of, flagged_line, input_figures, interrupted,
+                                         model_notes, page_views)
 from treedec.data import open_dataset
 from treedec.engine.draft_stats import depth_figures
 from treedec.evaluate import evaluate_pages
@@ -26,7 +26,7 @@ from treedec.models.loader import checkpoint_path, load_vlm
 from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
-from treedec.report_lead import lead_rows
+from treedec.report_lead import lead_rows, ratio_mark, why
 from treedec.records import RunResult
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
@@ -69,15 +69,17 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     recs = [r for r in res.records if r.timeline][:n]
     if not recs:
         return
     fig, axes = plt.subplots(len(recs), 1, figsize=(8, 1.2 + 1.6 * len(recs)), squeeze=False)
     for ax, r in zip(axes[:, 0], recs):
-        xs, ys = zip(*[(step, sid) for step, sids in enumerate(r.timeline) for sid in sids])
+        xs, ys = zip(*[(step, sid) for step, sids in enumerate(r.timeline, start=1) for sid in sids])  # 1..steps
         ax.scatter(xs, ys, s=2, marker="s", c=["tab:blue" if y == 0 else "tab:orange" for y in ys])
         ax.set_ylabel("stream")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # streams are whole numbers
         ax.set_title(f"{r.name}: {r.steps} steps, {r.generated} tokens, {r.streams} streams", fontsize=9)
     axes[-1, 0].set_xlabel("forward step (stream 0 = layout / flat stream)")
     fig.tight_layout()
@@ -192,24 +194,39 @@ def main(cfg, out: RunOutput) -> dict:
     if len(levels) > 1:
         _print_levels(by_level)
     per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
+    flagged = flagged_line(summary)
     write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
                  title=f"treedec run: {cfg.strategy.name} on {len(samples)} pages", notes=notes,
-                 tables={"Throughput and latency by concurrency": by_level,
-                         "Wall time by phase (s; per page: summary.json phases_per_page_s)": phase_rows(by_level)},
-                 alerts=alerts + [f"runtime={cfg.runtime.name}: {n}" for n in runtime_notes],
+                 tables={"Throughput and latency by concurrency (every figure: summary.json by_concurrency)":
+                         [{k: ratio_mark(r.get(k)) if k.endswith("_ratio") else r.get(k) for k in LEVEL_COLUMNS}
+                          for r in by_level]},
+                 alerts=[*([flagged] if flagged else []), *alerts,
+                         *(f"runtime={cfg.runtime.name}: {n}" for n in runtime_notes)],
                  lead=lead_rows(summary), lead_names=(cfg.strategy.name, cfg.compare),
+                 lead_notes=[n for n in [why(summary)] if n],
+                 lead_tables={"Where the wall time went, by phase (s; per page: summary.json phases_per_page_s)":
+                              phase_rows(by_level)},
                  views=page_views(samples, {r.name: r for r in main_res.records}, cfg.get("report_pages", 12)))
     check_some_readable(out, summary)
+    if flagged:  # the terminal's last lines: which inputs to look at
+        print(f"note: {flagged}", file=sys.stderr)
     return summary
 
 
+# the report's by-concurrency table: what a person compares across levels (summary.json has every figure)
+LEVEL_COLUMNS = ("concurrency", "strategy", "pages", "median_steps", "forward_passes", "pages_per_s", "p95_latency_s",
+                 "median_latency_s", "same_text", "steps_ratio", "throughput_ratio", "p95_ratio")
+
+
 def phase_rows(rows: list[dict]) -> list[dict]:
-    """Per strategy and level: where the wall time went (load, draft, stage 1, decode, write)."""
+    """Per strategy and level: where the wall time went (load, draft, stage 1, decode, write),
+    the forward passes of the whole run and the decode seconds one cost."""
     out = []
     for r in rows:
         ph = r.get("phases_s") or {}
         out.append({"strategy": r["strategy"], "concurrency": r["concurrency"], "drafts": r.get("drafts") or "none",
                     **{k: ph.get(k) for k in ph}, "per_page": ph.get("total", 0.0) / r["pages"] if r["pages"] else None,
+                    "forward passes": r.get("forward_passes"), "decode s / pass": r.get("decode_per_forward_s"),
                     "warmup (untimed)": r.get("warmup_s")})
     return out
 

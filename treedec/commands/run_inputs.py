@@ -44,6 +44,22 @@ def input_figures(samples, records: Sequence) -> dict[str, Any]:
     return out
 
 
+FLAGS_NAMED = 3  # flagged pages the report's top and the terminal's last lines name
+
+
+def flagged_line(summary: Mapping[str, Any]) -> str | None:
+    """One line naming how many pages were flagged (unreadable among them) and the first few,
+    each with its first reason; None when none was."""
+    flags = summary.get("page_flags") or {}
+    if not flags:
+        return None
+    named = "; ".join(f"{name} ({reasons[0]})" for name, reasons in itertools.islice(flags.items(), FLAGS_NAMED))
+    more = f"; and {len(flags) - FLAGS_NAMED} more" if len(flags) > FLAGS_NAMED else ""
+    unreadable = f", {summary['pages_unreadable']} unreadable" if summary.get("pages_unreadable") else ""
+    return (f"{len(flags)} of {summary['pages']} pages flagged{unreadable}: {named}{more} "
+            f"(every page's reasons: summary.json page_flags)")
+
+
 def check_some_readable(out, summary: dict[str, Any]) -> None:
     """After writing everything: not one readable page is the user's problem, so the run
     fails (one line, non-zero exit), with summary.json written first."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +49,7 @@ from treedec.ocr.context import PageContext
 from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, char_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
+from treedec.ocr.library_logs import to_log
 from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, spaces_between, split_at_gutters,
                                   usual_gap)
 from treedec.ocr.reading_order import reading_order
@@ -154,6 +154,17 @@ class PipelineOCR:
     def _load(self) -> None:
         if self._ocr is not None:
             return
+        with to_log():  # the libraries' INFO lines (from their import on) go to run.log, not the terminal
+            self._load_models()
+        from importlib.metadata import PackageNotFoundError, version
+
+        for pip in ("rapidocr", "rapid-layout", "rapid-table", "onnxruntime"):
+            try:
+                self._versions[pip] = version(pip)
+            except PackageNotFoundError:
+                self._versions[pip] = "?"
+
+    def _load_models(self) -> None:
         from pathlib import Path
 
         import rapid_layout
@@ -173,16 +184,6 @@ class PipelineOCR:
                                    engine_cfg={"intra_op_num_threads": t, "inter_op_num_threads": 1})
         if self.config.tables:
             self._table = self._make_table(t)
-        from importlib.metadata import PackageNotFoundError, version
-
-        for pip in ("rapidocr", "rapid-layout", "rapid-table", "onnxruntime"):
-            try:
-                self._versions[pip] = version(pip)
-            except PackageNotFoundError:
-                self._versions[pip] = "?"
-        for name in list(logging.root.manager.loggerDict):
-            if name.lower().startswith(("rapid", "rapidocr", "rapid_layout", "rapid_table")):
-                logging.getLogger(name).setLevel(logging.WARNING)
 
     @staticmethod
     def _make_table(threads: int):

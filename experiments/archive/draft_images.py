@@ -1,10 +1,10 @@
-"""Draft pickled page images (probes/make_images.py) with whichever treedec is on PYTHONPATH; one
+"""Draft pickled page images (experiments/archive/make_images.py) with whichever treedec is on PYTHONPATH; one
 JSON line per page: its OmniDocBench JSON. Before/after a drafter change (e.g. the split of
 treedec/drafters/pipeline.py into treedec/ocr at 848f8c4):
 
-    python experiments/probes/make_images.py /tmp/images.pkl
+    python experiments/archive/make_images.py /tmp/images.pkl
     git worktree add /tmp/old 848f8c4^ && (cd /tmp/old && PYTHONPATH=/tmp/old python /path/to/draft_images.py /tmp/images.pkl old.jsonl)
-    PYTHONPATH=. python experiments/probes/draft_images.py /tmp/images.pkl new.jsonl && cmp old.jsonl new.jsonl
+    PYTHONPATH=. python experiments/archive/draft_images.py /tmp/images.pkl new.jsonl && cmp old.jsonl new.jsonl
 """
 import json, pickle, sys
 from PIL import Image

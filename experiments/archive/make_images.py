@@ -1,5 +1,5 @@
 """Pickle the default synthetic pages' images (200, held-out seeds from 1,000,000) made by THIS
-code, so that drafters of two versions read the same pixels (probes/draft_images.py)."""
+code, so that drafters of two versions read the same pixels (experiments/archive/draft_images.py)."""
 import pickle, sys
 import numpy as np
 from treedec.data import SynthDataset
