@@ -32,6 +32,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
 
     return {
         "median_steps": float(np.median(steps)) if steps else None,
+        "mean_steps": float(np.mean(steps)) if steps else None,  # throughput follows the mean
         "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
         # steps up to the root stream's end: the layout stream's share of a tree's critical path
         "median_root_steps": float(np.median([r.root_steps for r in recs])) if recs else None,

@@ -24,7 +24,8 @@ from treedec.store import NOT_IN_KEY, results
 
 # (summary key, label, how it compares: "down" = lower is better, "up" = higher, "delta" = difference)
 FIGURES = (("text_edit", "text edit", "delta"), ("layout_f1", "layout F1", "delta"),
-           ("median_steps", "steps", "down"), ("median_root_steps", "layout steps", "down"),
+           ("median_steps", "steps", "down"), ("mean_steps", "mean steps", "down"),
+           ("median_root_steps", "layout steps", "down"),
            ("pages_per_s", "pages/s", "up"), ("p95_latency_s", "P95 latency s", "down"),
            ("accepted_per_step", "accepted/step", "up"),
            ("median_fork_depth", "oracle depth", "down"), ("median_reduction", "oracle reduction", "delta"))

@@ -89,6 +89,10 @@ class OmniDocBenchDataset:
                 yield FileSample(page.name, page, None, flags=[f"unreadable: no image at {path}"])
                 continue
             got = load_image(path, max_pixels=64_000_000, max_side=4096)  # a bad image: flagged by the consumer
+            if got.size and (page.height, page.width) == tuple(got.size) != (page.width, page.height):
+                # page_info's width and height swapped (6 of the 12 demo pages: the boxes fit the upright image, as
+                # read after its EXIF rotation): without this, serialization clips every box to the wrong frame
+                page.width, page.height = got.size
             yield FileSample(page.name, page, got.image, size=got.size, flags=got.flags)
 
 

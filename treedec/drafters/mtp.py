@@ -37,6 +37,9 @@ class MTPDrafter:
         self.model: MTPDraftModel | None = None
 
     def bind(self, vlm) -> None:
+        if getattr(vlm, "forced", False):
+            raise UserError("strategy=mtp/hpd cannot run on model=forced: no MTP head is trained for a random-weight "
+                            "forced model (its acceptance would be a guess)")
         d = Path(self.head_dir) if self.head_dir else default_head_dir(vlm)
         if d is None:
             raise UserError("MTP drafting needs a head: this model has no checkpoint folder to find one beside; "

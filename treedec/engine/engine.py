@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from treedec.engine.draft import DraftTree, StreamState, Verdict
+from treedec.engine.forced import ForcedChoice
 from treedec.engine.kv import KVArena
 from treedec.engine.limits import PageLimits
 from treedec.engine.policy import Fork, Policy
@@ -101,6 +102,7 @@ class _Page(PageState):
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
     offset: int = 0  # added to the graph positions the model sees (Prompt.position_offset)
     hidden: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> StreamState.hidden (wants_hidden)
+    forced: ForcedChoice | None = None  # a forced model's: tokens chosen from the page's ground truth
 
 
 Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsProcessor: (ids [1,T], scores [1,V])
@@ -118,6 +120,7 @@ class Engine:
         self.forward_passes = 0
         self._observe = getattr(policy, "observe", None)  # optional: a drafter that learns from verdicts
         self._hidden = bool(getattr(policy, "wants_hidden", False))  # optional: drafters read hidden states
+        self._forced = bool(getattr(model, "forced", False))  # treedec.models.forced: tokens from the ground truth
         self._blocks = self.cfg.attention != "dense" and getattr(model, "supports_blocks", False)
         self.attention_stats = AttentionStats()
 
@@ -162,6 +165,8 @@ class Engine:
                      offset=prompt.position_offset)
         self._next_pid += 1
         root = page.graph.root(prompt.ids, label="root")
+        if self._forced:  # the strategy's target of the sample's ground truth
+            page.forced = ForcedChoice.of(self.policy, sample, prompt.ids)
         if self._hidden:
             logits, kv, page.hidden[root.id] = self.model.prefill(prompt, hidden=True)
         else:
@@ -253,7 +258,10 @@ class Engine:
         return self.cfg.attention == "blocked" or dense > self.cfg.dense_waste * real
 
     def _choose(self, page: _Page, sid: int, tree: DraftTree | None, logits: torch.Tensor) -> list[int]:
-        """Greedy token after the stream's last token (row 0) and after each draft node."""
+        """Greedy token after the stream's last token (row 0) and after each draft node (a forced
+        model's: the page's ground truth, `treedec.engine.forced`)."""
+        if page.forced is not None:
+            return page.forced.choose(page.graph, sid, tree)
         if self.processors:
             ctx = page.graph.context(sid)
             rows = [ctx] + ([ctx + [tree.tokens[j] for j in tree.path(i)] for i in range(len(tree))] if tree else [])

@@ -35,4 +35,6 @@ class Policy(Protocol):
 
     # Optional: observe(graph, sid, sample, tree, verdict) -> None, told every verdict on a
     # draft (e.g. treedec.engine.draft_length.AdaptiveLength adapts its proposals' depth).
+    # Under a forced model (`treedec.models.forced`), also: tokenizer, and target(page, tokenizer, prompt ids) ->
+    # the page's ground truth as a DecodingGraph (`treedec.engine.forced`).
     # Optional: wants_hidden (bool): `draft_many` gets each stream's `StreamState.hidden`.

@@ -44,6 +44,8 @@ class Prompt:
 
 
 class CausalLMAdapter:
+    forced = False  # True: the engine picks every token from the page's ground truth (treedec.models.forced)
+
     def __init__(self, model: torch.nn.Module):
         self.model = model.eval()
         self.config = model.config

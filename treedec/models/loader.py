@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from treedec.errors import UserError
+from treedec.models.forced import ForcedModel
 from treedec.models.page_model import PageModel
 from treedec.models.qwen3_vl import Qwen3VL
 from treedec.models.vlm import SHIPPED, VLM, VLMSpec, model_type
@@ -28,10 +29,10 @@ def load_model(directory: str | Path, attn: str = "sdpa") -> PageModel:
 
 def checkpoint_path(model_cfg) -> Path | None:
     """The checkpoint folder a `model` config names: `path`, or the shipped tiny model for
-    `model=tiny` without one; None for `model=random`. Any other model without `path` is a
+    `model=tiny` without one; None for `model=random` and `model=forced`. Any other model without `path` is a
     one-line error (there is no shipped checkpoint to fall back on)."""
     name, path = model_cfg.get("name"), model_cfg.get("path")
-    if name == "random":
+    if name in ("random", "forced"):
         return None
     if not path and name not in (None, "tiny"):
         raise UserError(f"model={name} needs model.path=DIR (a local checkpoint folder); only model=tiny has a "
@@ -47,9 +48,13 @@ def checkpoint_path(model_cfg) -> Path | None:
 def load_vlm(model_cfg) -> PageModel:
     """The VLM a `model` config names: `path` (a checkpoint folder: treedec's Idefics3 VLM or
     a Qwen3-VL checkpoint, by its config.json's model_type), the shipped tiny model for
-    `model=tiny` without `path`, or random weights for `model=random`."""
+    `model=tiny` without `path`, random weights for `model=random`, or a forced decoder of
+    `model.size` for `model=forced` (`treedec.models.forced`)."""
     from omegaconf import OmegaConf
 
+    if model_cfg.get("name") == "forced":
+        return ForcedModel(str(model_cfg.size), model_cfg.get("vision_tokens"), int(model_cfg.get("seed", 0)),
+                           str(model_cfg.get("dtype", "float32")))
     path = checkpoint_path(model_cfg)
     if path is None:
         return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))

@@ -17,7 +17,7 @@ from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.planar_rope import use_planar
 from treedec.models.serving import write_serving_files
 from treedec.models.tiny import IDEFICS3_SPECIAL, image_prompt_ids, image_seq_len, tiny_idefics3_config
-from treedec.tokenizer import Tokenizer
+from treedec.tokenizer import DEFAULT_CHARSET, Tokenizer
 
 # What the model is asked to emit; reserved tokens keep the vocabulary stable for new strategies.
 MODES = {"flat": "<|flat|>", "tree": "<|tree|>", "tree_rows": "<|tree_rows|>", "crop": "<|crop|>"}
@@ -26,8 +26,8 @@ POSITIONS = ("linear", "planar")
 IMAGE_START = 2  # the first <image> token's index in the prompt (`image_prompt_ids`)
 
 
-def vlm_tokenizer() -> Tokenizer:
-    return Tokenizer(extra_special=(*IDEFICS3_SPECIAL, *MODES.values(), *RESERVED))
+def vlm_tokenizer(charset: str = DEFAULT_CHARSET) -> Tokenizer:
+    return Tokenizer(charset, extra_special=(*IDEFICS3_SPECIAL, *MODES.values(), *RESERVED))
 
 
 @dataclass

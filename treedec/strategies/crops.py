@@ -25,15 +25,12 @@ from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.serialize import BLOCK, CHILD, EOS, block_layout, parse_flat
 from treedec.strategies.base import STRATEGIES, Strategy
+from treedec.strategies.crop_read import UNREAD, crop_target, region_truth
 from treedec.strategies.hsd import model_grid, stage1_crop
-from treedec.strategies.sequential import flat_target
 from treedec.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from treedec.runtimes.embedded import EmbeddedRuntime
-
-UNREAD = frozenset({"figure", "text_mask", "table_mask"})  # regions without content: no crop is read
-
 
 def crops_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
     """The ground truth as the two stages decode it: the layout stream (`<FORK>` per region),
@@ -61,7 +58,7 @@ class ReadCrops:
 
     def __init__(self, tok: Tokenizer, chunk: int | None):
         self.tok, self.chunk = tok, chunk
-        self.reader = Strategy("crops_read", "crop", tok, flat_target)
+        self.reader = Strategy("crops_read", "crop", tok, crop_target)
 
     def __call__(self, vlm, results: Iterable[PageResult], runtime: EmbeddedRuntime, progress: bool = True
                  ) -> Iterator[PageResult]:
@@ -110,7 +107,8 @@ class ReadCrops:
             else:
                 block = parse_flat(BLOCK + tok.decode(head) + CHILD + EOS, image.width, image.height).page.blocks[0]
                 if block.category not in UNREAD:
-                    out.append((i, Sample(f"{r.name}#{len(out)}", None, stage1_crop(image, block.bbox, grid))))
+                    out.append((i, Sample(f"{r.name}#{len(out)}", region_truth(r.sample.page, block.bbox),
+                                          stage1_crop(image, block.bbox, grid))))
         return out
 
 

@@ -36,6 +36,7 @@ from treedec.errors import UserError
 from treedec.page import Block, Page
 from treedec.serialize import EOS, page_to_flat
 from treedec.strategies.base import STRATEGIES, Strategy
+from treedec.strategies.crop_read import crop_target, region_truth
 from treedec.strategies.hsd_stream import DraftStream
 from treedec.strategies.mtp import with_mtp
 from treedec.strategies.sequential import flat_target
@@ -110,12 +111,13 @@ class TwoStages:
             grid = grids.get(s.name)
             for k, b in enumerate(page.reading_order()):
                 if b.category in CROP_CATEGORIES and b.content:
-                    jobs.append((s.name, b, Sample(f"{s.name}#{k}", None, stage1_crop(s.image, b.bbox, grid))))
+                    jobs.append((s.name, b, Sample(f"{s.name}#{k}", region_truth(s.page, b.bbox),
+                                                   stage1_crop(s.image, b.bbox, grid))))
         mode = stage1_mode(vlm)
         seq = SequenceDrafter(self.matcher)
         seq.seqs = {c.name: [self.tok.encode(b.content if mode == "crop" else page_draft(b)) + [self.tok.eos_id]]
                     for _, b, c in jobs}
-        crop_strategy = Strategy("hsd_stage1", mode, self.tok, flat_target,
+        crop_strategy = Strategy("hsd_stage1", mode, self.tok, crop_target if mode == "crop" else flat_target,
                                  drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
         # the pages' own runtime, not a fresh one: its `forward_passes` is a running total that a
         # run reads as a difference (`parse_pages`), so the crops' forwards count in the run's
