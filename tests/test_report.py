@@ -93,3 +93,16 @@ def test_ratios_are_coloured_by_direction_and_the_lead_says_why_steps_and_wall_t
     text = soup.find("table", class_="lead").find_next("p").get_text()
     assert "steps ratio is 1.56x, the pages/s ratio 0.80x" in text and "(250 against 400)" in text
     assert "20.0 ms against 10.0 ms" in text and "2.10 s against 0.60 s" in text
+
+
+def test_a_timeline_title_counts_the_steps_its_axis_shows():
+    """HSD's stage-1 steps are on a page's path (`steps`) but not on its decode timeline: the
+    title names them apart instead of counting them as the axis's steps."""
+    from treedec.commands.run import timeline_title
+    from treedec.page import Page
+    from treedec.records import PageRecord
+
+    rec = PageRecord("p", Page(1, 1, []), "", steps=12, generated=30, streams=2, timeline=[[0]] * 7)
+    assert timeline_title(rec).startswith("p: 7 steps (+5 before decoding),")
+    rec.steps = 7
+    assert timeline_title(rec) == "p: 7 steps, 30 tokens, 2 streams"

@@ -80,11 +80,19 @@ def plot_timelines(res: RunResult, n: int, path) -> None:
         ax.scatter(xs, ys, s=2, marker="s", c=["tab:blue" if y == 0 else "tab:orange" for y in ys])
         ax.set_ylabel("stream")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # streams are whole numbers
-        ax.set_title(f"{r.name}: {r.steps} steps, {r.generated} tokens, {r.streams} streams", fontsize=9)
+        ax.set_title(timeline_title(r), fontsize=9)
     axes[-1, 0].set_xlabel("forward step (stream 0 = layout / flat stream)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def timeline_title(r) -> str:
+    """A timeline's title, counting the steps its axis shows (the decode's); steps on the page's
+    path before decoding (HSD's stage 1, in `r.steps`) are named apart."""
+    before = r.steps - len(r.timeline)
+    return (f"{r.name}: {len(r.timeline)} steps" + (f" (+{before} before decoding)" if before > 0 else "")
+            + f", {r.generated} tokens, {r.streams} streams")
 
 
 def _run(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_record=None) -> RunResult:
