@@ -11,8 +11,7 @@ from treedec.tokenizer import Tokenizer
 
 
 def with_mtp(strategy: Strategy, k: int, head: str | None, top: int = 1) -> Strategy:
-    drafter = MTPDrafter(k, head, strategy.tokenizer.eos_id, top)
-    return add_drafter(strategy, drafter, prepare=drafter)
+    return add_drafter(strategy, MTPDrafter(k, head, strategy.tokenizer.eos_id, top))
 
 
 @STRATEGIES.register("mtp")
