@@ -45,6 +45,15 @@ def default_config(name: str) -> dict[str, Any]:
     return {"name": name, **{p.name: p.default for p in params if p.default is not inspect.Parameter.empty}}
 
 
+def options_of(schema, name: str, options: Mapping[str, Any]):
+    """A strategy factory's options as its schema (a dataclass: the keys of its YAML config,
+    registered with Hydra in `treedec.conf`); an unknown key or bad value is a one-line `UserError`."""
+    try:
+        return schema(**{k: v for k, v in options.items() if k != "name"}, name=name)
+    except TypeError as e:
+        raise UserError(f"bad config for strategy {name!r}: {e}") from None
+
+
 def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer) -> "Strategy":
     """The strategy a `strategy` config names, its other keys passed to the factory."""
     params = {k: v for k, v in cfg.items() if k != "name"}

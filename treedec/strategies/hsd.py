@@ -35,7 +35,7 @@ from treedec.engine.draft_length import AdaptiveLength
 from treedec.engine.engine import PENDING
 from treedec.errors import UserError
 from treedec.page import Page
-from treedec.strategies.base import STRATEGIES, Strategy
+from treedec.strategies.base import STRATEGIES, Strategy, options_of
 from treedec.strategies.hsd_stage1 import CropReads, crop_blocks, crop_reading, model_grid, stage1_mode
 from treedec.strategies.hsd_stream import drafted_beside
 from treedec.strategies.mtp import with_mtp
@@ -143,28 +143,39 @@ def on_grid(page, grid: int):
 
 @dataclass
 class HSDOptions:
-    """HSD's options (the keys of `conf/strategy/hsd.yaml`): `base` is any fork strategy by
-    name; `mtp` adds MTP drafts where the page drafts propose nothing (`treedec.drafters.mtp`)."""
-    base: str = "sequential"
-    drafts: str = "pipeline"
-    stage1: bool = True
-    cache_dir: str | None = None
+    """HSD's options, and padoc_hsd's (the keys of `conf/strategy/hsd.yaml`; registered with
+    Hydra as `schema/strategy_hsd`): `base` is any fork strategy by name, with its own options
+    `base_options`; `mtp` adds MTP drafts where the page drafts propose nothing (`treedec.drafters.mtp`)."""
+    name: str = "hsd"
+    base: str = "sequential"  # the fork strategy speculated on, by name: sequential | padoc | padoc_rows | ...
+    # the base's own options (e.g. a fork rule's), checked against its factory (a mapping; Any: OmegaConf cannot
+    # set a dict into a null typed-dict node)
+    base_options: Any = None
+    drafts: str = "pipeline"  # pipeline | oracle (ground truth as drafts: an upper bound for analysis)
+    stage1: bool = True  # each draft region read from its crop by the model first (treedec.strategies.hsd_stage1)
+    cache_dir: str | None = None  # draft cache; null = ~/.cache/treedec/drafts (a run's own empty one, cold_drafts)
     w_min: int = 3
     w_max: int = 10
     max_depth: int = 15
     max_nodes: int = 128
+    # e.g. 0.3: also accept draft tokens with p >= 0.3 (LOSSY; the strategy is reported as <name>_relaxed)
     relaxed_threshold: float | None = None
+    # fixed: propose up to max_depth | adaptive: per stream, double after a fully accepted draft, else accepted + 1
+    # (treedec.engine.draft_length)
     draft_len: str = "adaptive"
+    # stage 2 drafts: stage1 (the crops' readings, as published) | both (those and the pipeline's, as alternatives)
     stage2_drafts: str = "both"
-    fuzzy: int = 4
+    fuzzy: int = 4  # no exact match: the last 4 tokens may match a draft with one token different (0 = off, published)
+    # pipeline boxes and stage-1 crops on the model's patch grid, where it reads one glyph per patch (VLM.page_grid)
     snap: bool = True
+    # the root stream drafted line by line, field by field (treedec.drafters.layout_lines) | ngram (as published)
     layout: str = "lines"
-    mtp: bool = False
+    mtp: bool = False  # MTP drafts (treedec.drafters.mtp) where the page drafts propose nothing
     k: int = 6  # with mtp: MTP look-ahead depths
     head: str | None = None  # with mtp: the MTP head's folder (null: beside the model's checkpoint)
     draft_workers: int = 0  # pipeline drafts made in this many processes beside decoding (0: all before decoding)
     draft_ahead: int = 8  # with draft_workers: pages drafted ahead of the engine at most (back-pressure)
-    ocr: dict | None = None  # the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
+    ocr: Any = None  # a mapping: the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
     draft_noise: float = 0.0  # degraded drafts: content characters edited at this rate (treedec.drafters.draft_noise)
 
     def __post_init__(self):
@@ -187,13 +198,10 @@ class HSDOptions:
             raise UserError(f"strategy.layout must be ngram or lines, got {self.layout!r}")
 
 
-def _hsd(tokenizer: Tokenizer, name: str, options: dict, **defaults) -> Strategy:
-    try:
-        o = HSDOptions(**{**defaults, **options})
-    except TypeError as e:
-        raise UserError(f"bad config for strategy {name!r}: {e}") from None
+def _hsd(tokenizer: Tokenizer, name: str, options: dict, **preset) -> Strategy:
+    o = options_of(HSDOptions, name, {**preset, **options})
     matcher = NgramMatcher(o.w_min, o.w_max, o.max_depth, o.max_nodes, o.fuzzy)
-    strategy = fork_base(tokenizer, o.base, name)
+    strategy = fork_base(tokenizer, o.base, name, o.base_options)
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
     strategy.before = TwoStages(tokenizer, pages, o, matcher)
@@ -215,5 +223,6 @@ def hsd(tokenizer: Tokenizer, **options) -> Strategy:
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, **options) -> Strategy:
-    """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
+    """The composition nobody published, a preset of `hsd`: PaDoc's branches, each speculated
+    from its region's draft, drafts proposed up to `max_depth` (`draft_len=fixed`)."""
     return _hsd(tokenizer, "padoc_hsd", options, base="padoc", draft_len="fixed")

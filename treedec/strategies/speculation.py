@@ -5,17 +5,19 @@ drafts already come after its own (`FirstOf`)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, Mapping
 
 from treedec.engine.draft import DraftSource
 from treedec.engine.draft_fallback import FirstOf
 from treedec.errors import UserError
-from treedec.strategies.base import STRATEGIES, Strategy
+from treedec.strategies.base import Strategy, build_strategy
 from treedec.tokenizer import Tokenizer
 
 
-def fork_base(tokenizer: Tokenizer, base: str, name: str) -> Strategy:
-    """The fork strategy `base` (registered, drafting nothing, no stages of its own), renamed `name`."""
-    strategy = STRATEGIES.get(base)(tokenizer)
+def fork_base(tokenizer: Tokenizer, base: str, name: str, options: Mapping[str, Any] | None = None) -> Strategy:
+    """The fork strategy `base` (registered, drafting nothing, no stages of its own) with its own
+    `options` (`strategy.base_options`: checked against its factory), renamed `name`."""
+    strategy = build_strategy({**dict(options or {}), "name": base}, tokenizer)
     if strategy.drafter is not None or strategy.before is not None or strategy.after is not None:
         raise UserError(f"strategy.base must name a fork strategy without drafts or stages (sequential, padoc, "
                         f"padoc_rows, ...), got {base!r}")
