@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,8 +52,8 @@ from treedec.engine.engine import EngineConfig
 from treedec.models.loader import load_vlm
 from treedec.ocr.pipeline import PipelineConfig
 from treedec.ocr.pool import DraftQueue, worker_pool
-from treedec.phases import cold_drafts
 from treedec.runtimes.embedded import EmbeddedRuntime
+from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 
@@ -60,9 +61,9 @@ def timed_run(vlm, strategy_cfg: dict, samples, ecfg: EngineConfig, cold: bool) 
     """One end-to-end run after an untimed one-page warm-up: its figures and the CPU seconds
     this process spent (the drafting workers' are in `draft_cpu_s`)."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
-    EmbeddedRuntime(ecfg).run(vlm, strategy, samples[:1], progress=False, warmup=False, cold_drafts=cold)
+    run_strategy(EmbeddedRuntime(ecfg), vlm, strategy, samples[:1], progress=False, warmup=False, cold_drafts=cold)
     cpu = time.process_time()
-    res = EmbeddedRuntime(ecfg).run(vlm, strategy, samples, progress=False, warmup=False, cold_drafts=cold)
+    res = run_strategy(EmbeddedRuntime(ecfg), vlm, strategy, samples, progress=False, warmup=False, cold_drafts=cold)
     cpu = time.process_time() - cpu
     steps = [r.steps for r in res.records]
     worker_cpu = sum(r.extra.get("draft_cpu_s", 0.0) for r in res.records)
@@ -73,10 +74,11 @@ def timed_run(vlm, strategy_cfg: dict, samples, ecfg: EngineConfig, cold: bool) 
             "texts": [vlm.tokenizer.encode(r.text) for r in res.records]}
 
 
-def drafter_alone(samples, workers: int, config: PipelineConfig) -> dict:
-    """Every page drafted from an empty cache (the cache left in $TREEDEC_DRAFT_CACHE)."""
+def drafter_alone(samples, workers: int, config: PipelineConfig, cache_dir: str) -> dict:
+    """Every page drafted from the empty cache `cache_dir` (left there)."""
     t = time.perf_counter()
-    costs = [c for _, _, c in DraftQueue(samples, workers=workers, ahead=max(8, 2 * workers), config=config)]
+    costs = [c for _, _, c in DraftQueue(samples, workers=workers, ahead=max(8, 2 * workers), cache_dir=cache_dir,
+                                         config=config)]
     return {"workers": workers, "wall_s": time.perf_counter() - t, "cpu_s": sum(c.cpu_s for c in costs)}
 
 
@@ -107,9 +109,9 @@ def main() -> None:
     hsd = {"name": "padoc_hsd", "ocr": ocr, **json.loads(args.hsd)}
     seq = timed_run(vlm, {"name": "sequential"}, samples, ecfg, cold=True)
     list(DraftQueue(samples[:1], workers=0, config=config))  # warm-up: the drafter's models load (drafted again, cold)
-    with cold_drafts():  # one empty cache: filled by the drafter alone, read by the decoder alone
-        draft = drafter_alone(samples, 0, config)
-        decode = timed_run(vlm, hsd, samples, ecfg, cold=False)
+    with tempfile.TemporaryDirectory() as cache:  # one empty cache: filled by the drafter alone, read by the decoder
+        draft = drafter_alone(samples, 0, config, cache)
+        decode = timed_run(vlm, {**hsd, "cache_dir": cache}, samples, ecfg, cold=False)
     both = {}
     for t in args.pipeline_threads or [args.threads]:
         torch.set_num_threads(t)
@@ -117,8 +119,8 @@ def main() -> None:
             both[w, t] = timed_run(vlm, {**hsd, "draft_workers": w}, samples, ecfg, cold=True)
     torch.set_num_threads(args.threads)
     worker_pool(2, config)  # started (models loaded) before it is timed
-    with cold_drafts():  # the drafter alone in 2 workers: how drafting itself scales on the cores
-        draft2 = drafter_alone(samples, 2, config)
+    with tempfile.TemporaryDirectory() as cache:  # the drafter alone in 2 workers: how drafting itself scales
+        draft2 = drafter_alone(samples, 2, config, cache)
 
     D, E = draft["cpu_s"], decode["wall_s"]
     bound = max(D, E, (D + E) / 2)

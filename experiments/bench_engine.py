@@ -39,6 +39,7 @@ from treedec.models.vlm import VLMSpec
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.runtimes.embedded import EmbeddedRuntime
+from treedec.stages import run_strategy
 from treedec.speed import add_ratios, concurrency_levels, measure_levels
 from treedec.strategies.base import build_strategy
 
@@ -115,8 +116,8 @@ def main() -> None:
 
     def decode(i: int, conc: int, progress: bool):
         ecfg = EngineConfig(max_pages=conc, max_new_tokens=args.max_new_tokens, **specs[i][1])
-        res = charge_write(EmbeddedRuntime(ecfg).run(vlm, strategies[i], samples, progress=False,
-                                                     cold_drafts=not args.warm_drafts))
+        res = charge_write(run_strategy(EmbeddedRuntime(ecfg), vlm, strategies[i], samples, progress=False,
+                                        cold_drafts=not args.warm_drafts))
         res.charge("load", load_s)
         res.strategy = args.strategies[i]  # the label, options included
         return res

@@ -28,7 +28,6 @@ from treedec.engine.draft_stats import depth_figures
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.evaluate import evaluate_pages
 from treedec.models.loader import load_vlm
-from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.serialize import parse_flat
 from treedec.strategies.base import build_strategy
 
@@ -41,7 +40,7 @@ def decode(vlm, cfg: dict, samples, max_pages: int):
     strategy = build_strategy(cfg, vlm.tokenizer)
     ecfg = EngineConfig(max_pages=max_pages, max_new_tokens=1024)
     if strategy.prepare is not None:
-        strategy.prepare(vlm, samples, EmbeddedRuntime(ecfg), False)  # binds the MTP head
+        strategy.bind(vlm)  # the MTP head
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
     engine = Engine(vlm.adapter(), strategy, ecfg)
     results = {r.name: r for r in engine.run(items)}

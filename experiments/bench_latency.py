@@ -98,6 +98,7 @@ def main() -> None:
     from treedec.models.vlm import VLMSpec
     from treedec.report import write_report
     from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.stages import run_strategy
     from treedec.speed import level_row, measure_levels, page_latencies
     from treedec.strategies.base import build_strategy
 
@@ -113,7 +114,7 @@ def main() -> None:
     def decode(i: int, level: int, progress: bool):
         strategy = build_strategy(specs[i][0], vlm.tokenizer)
         ecfg = EngineConfig(max_pages=level, max_new_tokens=args.max_new_tokens, **specs[i][1])
-        res = charge_write(EmbeddedRuntime(ecfg).run(vlm, strategy, samples, progress=False))  # cold drafts
+        res = charge_write(run_strategy(EmbeddedRuntime(ecfg), vlm, strategy, samples, progress=False))  # cold drafts
         res.charge("load", load_s)  # every run loads its pages: each page waits for it
         res.strategy = args.strategies[i]
         return res

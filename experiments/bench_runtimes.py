@@ -46,6 +46,7 @@ def main(argv=None) -> dict:
     from treedec.models.vlm import VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.stages import run_strategy
     from treedec.strategies.base import STRATEGIES
 
     torch.set_num_threads(args.threads)
@@ -62,7 +63,7 @@ def main(argv=None) -> dict:
         for c in args.concurrency:
             with torch.inference_mode():  # the KV arena (027c611) fails to grow outside it between pages
                 embedded = EmbeddedRuntime(EngineConfig(max_pages=c, max_new_tokens=args.max_new))
-                emb = embedded.run(vlm, strategy, samples, progress=False)
+                emb = run_strategy(embedded, vlm, strategy, samples, progress=False)
             vll = parse_pages_vllm(vlm, strategy, samples,
                                    VLLMConfig(max_pages=c, max_new_tokens=args.max_new, max_num_batched_tokens=8192,
                                               threads=args.threads),

@@ -40,7 +40,7 @@ def crop_jobs(samples, drafts, grid: int | None = None) -> dict[str, list[tuple]
     """Per set: (crop sample, ground-truth content or None, the drafter's block or None)."""
     from treedec.data import Sample
     from treedec.metrics.layout import iou
-    from treedec.strategies.hsd import stage1_crop
+    from treedec.strategies.hsd_stage1 import stage1_crop
     from treedec.training.examples import CROP_CATEGORIES, crop_image
 
     jobs = {"truth boxes": [], "pipeline boxes": []}

@@ -136,3 +136,18 @@ class ForcedRows(LogitsProcessor):
             allowed = self._allowed(input_ids[b].tolist()[self.prompt_len:])
             out[b, allowed] = scores[b, allowed]
         return out
+
+
+class OneAtATime:
+    """A test's draft source that drafts one stream at a time (its `propose(graph, sid, sample,
+    state)`): declared a source of trees on token ids alone, deaf to verdicts."""
+    trees, needs_hidden, pages_ahead, depth = True, False, False, 15
+
+    def bind(self, vlm):
+        pass
+
+    def propose_many(self, requests):
+        return [self.propose(*r) for r in requests]
+
+    def observe(self, graph, sid, sample, tree, verdict):
+        pass

@@ -75,16 +75,22 @@ def own_drafts(samples, plain: dict[str, PageResult], strategy: Strategy):
 class HiddenRecorder:
     """A drafter that proposes nothing and records each stream's hidden state with the
     stream's length when asked: (graph, sid, tokens so far, hidden)."""
-    wants_hidden = True
+    trees, needs_hidden, pages_ahead, depth = False, True, False, 0
 
     def __init__(self):
         self.seen: list[tuple[object, int, int, torch.Tensor]] = []
+
+    def bind(self, vlm) -> None:
+        pass
 
     def propose_many(self, requests: list) -> list:
         for graph, sid, _, state in requests:
             if isinstance(state, StreamState) and state.hidden is not None:
                 self.seen.append((graph, sid, len(graph[sid].tokens), state.hidden.float().clone()))
         return [None] * len(requests)
+
+    def observe(self, graph, sid, sample, tree, verdict) -> None:
+        pass
 
 
 def own_rows(vlm, bases: dict, samples, ecfg: EngineConfig, k: int) -> Rows:

@@ -1,6 +1,7 @@
 """`crops`, the decoupled two-stage parse (MinerU2.5 / PaddleOCR-VL): the layout pass is
-PaDoc's layout stream, every region is read from its own crop, the crops run batched, a
-page's critical path is its layout's steps plus its longest crop's, and no page is dropped."""
+PaDoc's layout stream, every region is read from its own crop, the crops run batched (a
+stage of their own, `treedec.stages`), a page's critical path is its layout's steps plus its
+longest crop's, and no page is dropped. On runtime=vllm: tests/test_vllm_backend.py."""
 import json
 
 import pytest
@@ -42,50 +43,40 @@ def test_run_on_a_tiny_random_model_writes_every_page(tmp_path):
     assert s["strategy"] == "crops" and s["pages"] == 3 and s["median_steps"] > 0 and s["text_edit"] is not None
 
 
-def test_every_fork_is_read_on_a_tiny_random_model():
-    """Random weights never close a region, so the layout pass is given the pages' true
-    layouts: every region that holds content is read from its crop (random tokens up to the
-    limit), a figure's branch stays empty, steps = the layout's + the longest crop's."""
+def test_every_fork_is_read_and_steps_are_the_layouts_plus_the_longest_crop():
+    """On a forced model (every token the ground truth's: the layout closes its regions) every
+    region that holds content is read from its crop, a figure's branch stays empty, steps =
+    the layout's + the longest crop's, and the run's forward passes count both stages' runs."""
     from treedec.data import SynthDataset
-    from treedec.engine.engine import EngineConfig, PageResult
-    from treedec.graph import DecodingGraph
-    from treedec.models.vlm import VLM, VLMSpec
-    from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.strategies.crops import ReadCrops
+    from treedec.models.forced import ForcedModel
+    from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
+    from treedec.stages import run_strategy
 
-    torch.manual_seed(0)
-    vlm = VLM.tiny(VLMSpec(image_size=128, text_layers=1, vision_layers=1, vision_hidden=64, vision_heads=1,
-                           text_hidden=64, head_dim=32))
+    vlm = ForcedModel("1m", vision_tokens=16)
     tok, crops = vlm.tokenizer, STRATEGIES.get("crops")(vlm.tokenizer)
     page = {"width": 128, "height": 128, "cell": [8, 8], "margin": 1, "kinds": {"text_block": 0.6, "figure": 0.4}}
-    samples = list(SynthDataset(pages=4, seed=1_000_000, page=page, base=vlm.pages))
-    layouts = []
-    for s in samples:
-        g = DecodingGraph()
-        root = g.root(vlm.prompt_ids("tree"))
-        g.append(root.id, crops.target(s.page, tok, [])[0].tokens)
-        g.finish(root.id)
-        layouts.append(PageResult(s.name, g, g[0].generated, 0.0, 0.0, timeline=[[0]] * g[0].generated, sample=s))
-    runtime = EmbeddedRuntime(EngineConfig(max_pages=2, max_new_tokens=8))
-    out = list(ReadCrops(tok, 3)(vlm, iter(layouts), runtime))
-    assert [r.name for r in out] == [s.name for s in samples]
-    # the crops' forwards are the run's: two chunks (3 pages, then 1), each at least its longest crop
-    longest = [max(r.steps - r.graph[0].generated for r in chunk) for chunk in (out[:3], out[3:])]
-    assert runtime.forward_passes >= sum(longest) > 0
+    samples = list(SynthDataset(pages=4, seed=1_000_000, page=page))
+    runtime = EmbeddedRuntime(EmbeddedConfig(max_pages=2, max_new_tokens=4000))
+    res = run_strategy(runtime, vlm, crops, samples, progress=False, warmup=False)
+    assert [r.name for r in res.records] == [s.name for s in samples]
     figures = 0
-    for r, s in zip(out, samples):
+    for rec, s in zip(res.records, samples):
+        g = rec.result.graph
         blocks = s.page.reading_order()
-        kids = r.graph.children(0)
-        assert len(kids) == len(blocks) == r.graph[0].tokens.count(tok.fork_id)
-        read = [r.graph[k].generated for k, b in zip(kids, blocks) if b.category != "figure"]
-        assert all(0 < n <= 8 for n in read)
-        assert all(r.graph[k].generated == 0 for k, b in zip(kids, blocks) if b.category == "figure")
+        kids = g.children(0)
+        assert len(kids) == len(blocks) == g[0].tokens.count(tok.fork_id)
+        read = [g[k].generated for k, b in zip(kids, blocks) if b.category != "figure"]
+        assert all(n > 0 for n in read)
+        assert all(g[k].generated == 0 for k, b in zip(kids, blocks) if b.category == "figure")
         figures += sum(b.category == "figure" for b in blocks)
-        layout_steps = r.graph[0].generated
-        assert r.steps == len(r.timeline) == layout_steps + max(read, default=0)
-        assert sum(map(len, r.timeline)) == r.generated  # one token per stream and step: no drafting
-        assert crops.flat_text(r.graph).count("<CHILD>") == len(blocks)
+        assert rec.steps == len(rec.timeline) == rec.root_steps + max(read, default=0)
+        assert sum(map(len, rec.timeline)) == rec.generated  # one token per stream and step: no drafting
+        assert crops.flat_text(g).count("<CHILD>") == len(blocks)
+        assert [b.content for b in rec.page.reading_order()] == [b.content for b in blocks]  # forced: the truth
     assert figures > 0
+    # a page takes part in at most every forward of its run: the crops' run's forwards are counted
+    assert res.forward_passes >= max(r.steps for r in res.records) > max(r.root_steps for r in res.records)
+    assert abs(sum(res.phases.values()) - res.wall_s) < 1e-6 + 1e-3 * res.wall_s
 
 
 @pytest.fixture(scope="module")
@@ -96,13 +87,14 @@ def shipped():
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.stages import run_strategy
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)
     samples = list(SynthDataset(pages=PAGES_N, seed=1_000_000, page=vlm.pages))
     cfg = EngineConfig(max_pages=PAGES_N, max_new_tokens=512)
-    runs = {n: EmbeddedRuntime(cfg).run(vlm, STRATEGIES.get(n)(vlm.tokenizer), samples, progress=False,
-                                        warmup=False) for n in ("crops", "padoc")}
+    runs = {n: run_strategy(EmbeddedRuntime(cfg), vlm, STRATEGIES.get(n)(vlm.tokenizer), samples, progress=False,
+                            warmup=False) for n in ("crops", "padoc")}
     return vlm, samples, cfg, runs
 
 
@@ -125,12 +117,12 @@ def test_each_crop_reads_as_it_does_alone_and_steps_are_layout_plus_longest(ship
     from treedec.strategies.crops import ReadCrops
 
     vlm, samples, cfg, runs = shipped
-    step = ReadCrops(vlm.tokenizer, None)
+    step = ReadCrops(vlm.tokenizer)
     layouts = {r.name: r for r in Engine(vlm.adapter(), STRATEGIES.get("crops")(vlm.tokenizer), cfg).run(
         [(s.name, vlm.prompt(s.image, "tree"), s) for s in samples])}
     read = 0
     for rec in runs["crops"].records:
-        regions = step.regions(vlm, layouts[rec.name])
+        regions = step.regions(vlm, layouts[rec.name].graph, layouts[rec.name].sample)
         assert regions, rec.name
         alone = [next(Engine(vlm.adapter(), step.reader, cfg).run([(s.name, vlm.prompt(s.image, "crop"), s)]))
                  for _, s in regions]
@@ -167,9 +159,10 @@ def test_quality_is_measured_as_for_the_others(shipped):
     assert ev["crops"]["text_edit"] < 0.4, ev["crops"]["text_edit"]
 
 
-def test_vllm_runtime_refuses_it_in_one_line():
+def test_crops_is_refused_as_a_base_in_one_line():
     from treedec.errors import UserError
+    from treedec.strategies.base import build_strategy
 
-    vllm = pytest.importorskip("treedec.runtimes.vllm")
-    with pytest.raises(UserError, match="runtime=embedded"):
-        vllm.parse_pages_vllm(None, STRATEGIES.get("crops")(TOK), [])
+    with pytest.raises(UserError, match="strategy.base") as e:
+        build_strategy({"name": "hsd", "base": "crops"}, TOK)
+    assert "\n" not in str(e.value)

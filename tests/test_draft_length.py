@@ -13,6 +13,8 @@ from treedec.models.vlm import VLM, VLMSpec
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
+from engine_helpers import OneAtATime
+
 
 def test_cut_keeps_nodes_within_depth_and_their_parents():
     #      root -> 0 -> 1 -> 2
@@ -25,11 +27,19 @@ def test_cut_keeps_nodes_within_depth_and_their_parents():
 
 
 class _Fixed:
+    trees, needs_hidden, pages_ahead, depth = True, False, False, 20
+
     def __init__(self, tree):
         self.tree = tree
 
-    def propose(self, graph, sid, sample, state=None):
-        return self.tree
+    def bind(self, vlm):
+        pass
+
+    def propose_many(self, requests):
+        return [self.tree for _ in requests]
+
+    def observe(self, graph, sid, sample, tree, verdict):
+        pass
 
 
 def test_cap_doubles_after_full_acceptance_and_drops_after_a_rejection():
@@ -54,7 +64,7 @@ SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1
                head_dim=32)
 
 
-class _OwnOutputCorrupted:
+class _OwnOutputCorrupted(OneAtATime):
     """Drafts the model's own greedy continuation (from a plain run), with every draft's
     token `bad` changed: each verdict accepts `bad` tokens."""
 
@@ -84,7 +94,7 @@ def test_adaptive_length_same_pages_same_steps_fewer_draft_tokens():
     ecfg = EngineConfig(max_pages=3, max_new_tokens=40)
     refs: dict = {}
 
-    class Recorder:  # no drafts; notes each page's generated tokens
+    class Recorder(OneAtATime):  # no drafts; notes each page's generated tokens
         def propose(self, graph, sid, sample, state=None):
             s = graph[sid]
             refs[sample.name] = s.tokens[s.prompt_len:]

@@ -39,6 +39,7 @@ def test_hsd_on_degraded_drafts_is_lossless_and_accepts_less():
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.stages import run_strategy
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)
@@ -46,8 +47,8 @@ def test_hsd_on_degraded_drafts_is_lossless_and_accepts_less():
     cfg = EngineConfig(max_pages=3, max_new_tokens=512)
 
     def run(name, **options):
-        return EmbeddedRuntime(cfg).run(vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples,
-                                        progress=False, warmup=False).records
+        return run_strategy(EmbeddedRuntime(cfg), vlm, build_strategy({"name": name, **options}, vlm.tokenizer),
+                            samples, progress=False, warmup=False).records
 
     base = run("sequential")
     accepted = {}

@@ -1,4 +1,4 @@
-"""The draft contract's stream state: a drafter that asks for hidden states (`wants_hidden`)
+"""The draft contract's stream state: a drafter that asks for hidden states (`needs_hidden`)
 gets, for every stream it drafts, the base model's last-layer hidden state at the row that
 chose the stream's last token — the same vector a plain forward over the stream's visible
 context gives — whether that token was the bonus of a step or followed accepted drafts."""
@@ -14,7 +14,7 @@ from test_speculative import ReferenceDrafter
 
 
 class Recording(ReferenceDrafter):
-    wants_hidden = True
+    needs_hidden = True
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -42,7 +42,7 @@ def test_drafters_get_the_hidden_state_of_the_last_verified_token(name, attentio
     plain = {r.name: r for r in eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)])}
     strategy = STRATEGIES.get(name)(TOK)
     strategy.drafter = drafter = Recording(plain["p0"].graph.streams, "tree")
-    assert strategy.wants_hidden
+    assert strategy.needs_hidden
     eng = Engine(CausalLMAdapter(model), strategy, EngineConfig(attention=attention), procs)
     [spec] = list(eng.run([("p0", prompts[0], None)]))
     assert [s.tokens for s in spec.graph.streams] == [s.tokens for s in plain["p0"].graph.streams]

@@ -1,4 +1,3 @@
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -7,7 +6,7 @@ from treedec.engine.engine import Engine, EngineConfig
 from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.strategies.base import STRATEGIES
 
-from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+from engine_helpers import TOK, ForcedTree, OneAtATime, prompt, tiny_llama
 
 
 def hf_greedy(model, ids: list[int], max_new: int, processor=None) -> list[int]:
@@ -95,6 +94,10 @@ def test_blocked_attention_step_equals_the_dense_mask():
     prompts = [prompt(s, n=6 + 3 * s) for s in range(4)]
     procs = [ForcedTree(len(p.ids), 2, [5, 3]) for p in prompts]
 
+    class EveryStream(OneAtATime):  # a tree on every stream
+        def propose(self, graph, sid, sample, state=None):
+            return DraftTree([7, 8, 9, 10], [-1, 0, 0, 2])
+
     class PerPrompt:
         def __call__(self, ids, scores):
             for p, proc in zip(prompts, procs):
@@ -106,8 +109,7 @@ def test_blocked_attention_step_equals_the_dense_mask():
     for attention in ("dense", "blocked"):
         eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=4, attention=attention),
                      [PerPrompt()])
-        eng.policy.drafter = SimpleNamespace(  # a tree on every stream
-            propose=lambda graph, sid, sample, state=None: DraftTree([7, 8, 9, 10], [-1, 0, 0, 2]))
+        eng.policy.drafter = EveryStream()
         seen = []
         step = eng.model.step
         eng.model.step = lambda *a, **k: seen.append(step(*a, **k)) or seen[-1]

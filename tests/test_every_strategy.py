@@ -22,6 +22,7 @@ from treedec.models.loader import load_vlm
 from treedec.models.page_model import PageModel, ServedPageModel
 from treedec.models.vlm import MODES, VLM, VLMSpec
 from treedec.runtimes.embedded import EmbeddedRuntime
+from treedec.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import ForcedRows, ForcedTree
@@ -113,7 +114,7 @@ def test_every_strategy_runs_on_every_model_kind(model, samples, head, name):
     crops, MTP proposed a chain at every step of every stream (lossless: the test below)."""
     kind, vlm = model
     strategy = build_strategy(options({"name": name}, head), vlm.tokenizer)
-    res = EmbeddedRuntime(ECFG).run(vlm, strategy, samples, progress=False)
+    res = run_strategy(EmbeddedRuntime(ECFG), vlm, strategy, samples, progress=False)
     assert [r.name for r in res.records] == [s.name for s in samples]
     assert all(r.steps > 0 and r.generated > 0 for r in res.records), [r.flags for r in res.records]
     if name in ("hsd", "padoc_hsd"):
@@ -140,10 +141,9 @@ def test_speculation_is_lossless_on_every_model_kind(model, samples, head, plain
         spy = VerdictSpy(strategy.drafter.drafters[1])
         for s in pages:
             s.page.blocks = s.page.blocks[:-1]  # its region drafted by nothing but MTP (and the other regions)
-    if strategy.prepare is not None:  # drafting, stage 1 on the crops, binding the head
-        before = strategy.prepare(vlm, pages, EmbeddedRuntime(ECFG), False)
-        if hsd:
-            assert all(before[s.name]["stage1_crops"] > 0 for s in samples)
+    before = drafts_ahead(EmbeddedRuntime(ECFG), vlm, strategy, pages)  # drafting, stage 1 on the crops, the head bound
+    if hsd:
+        assert all(before[s.name]["stage1_crops"] > 0 for s in samples)
     spec = decode(vlm, strategy, pages, FORCED, forced(vlm, base, samples))
     assert_lossless(plain, spec)
     if spy is not None:

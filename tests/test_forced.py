@@ -13,6 +13,7 @@ from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.models.forced import SIZES, ForcedModel, decoder_params
 from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
+from treedec.stages import run_strategy
 from treedec.serialize import page_to_flat, parse_flat
 from treedec.strategies.base import build_strategy
 from treedec.strategies.padoc import tree_target
@@ -34,8 +35,8 @@ def run(vlm, name: str, samples, **options):
     if name in ("hsd", "padoc_hsd"):
         options = {"drafts": "oracle", **options}
     rt = EmbeddedRuntime(EmbeddedConfig(max_pages=len(samples), max_new_tokens=12000, max_branches=4096))
-    return rt.run(vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples, progress=False,
-                  warmup=False, cold_drafts=False)
+    return run_strategy(rt, vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples, progress=False,
+                        warmup=False, cold_drafts=False)
 
 
 def test_sizes_are_their_names():

@@ -10,6 +10,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.serialize import parse_flat
+from treedec.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import TOK, ForcedTree
@@ -112,7 +113,7 @@ def test_hsd_output_equals_its_base(name, base, options):
         assert len(own.blocks) == 3 and all(b.content for b in own.blocks)
         s.page = corrupted(own)
     strategy = build_strategy({"name": name, "drafts": "oracle", **options}, tok)
-    before = strategy.prepare(vlm, drafted, EmbeddedRuntime(EngineConfig(max_new_tokens=24)), False)  # stage 1: crops
+    before = drafts_ahead(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm, strategy, drafted)  # stage 1: crops
     spec = decode(vlm, strategy, drafted, ecfg, [proc])
     for n, r in plain.items():
         assert [s.tokens for s in spec[n].graph.streams] == [s.tokens for s in r.graph.streams], n
@@ -176,8 +177,9 @@ def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, wo
     from treedec.runtimes.embedded import EmbeddedRuntime
 
     vlm, samples = shipped_page
-    runs = {stage1: EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)).run(
-        vlm, build_strategy({"name": name, "stage1": stage1, "draft_workers": workers}, vlm.tokenizer), samples,
+    runs = {stage1: run_strategy(
+        EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)), vlm,
+        build_strategy({"name": name, "stage1": stage1, "draft_workers": workers}, vlm.tokenizer), samples,
         progress=False, warmup=False) for stage1 in (True, False)}
     [rec] = runs[True].records
     crops, s1 = rec.extra["stage1_crops"], rec.extra["stage1_steps"]
@@ -185,3 +187,7 @@ def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, wo
     assert runs[True].forward_passes == rec.steps + crops - 1, (runs[True].forward_passes, rec.steps, s1, crops)
     [plain] = runs[False].records
     assert plain.extra["stage1_crops"] == 0 and runs[False].forward_passes == plain.steps
+    for run in runs.values():
+        assert abs(sum(run.phases.values()) - run.wall_s) < 1e-3 * run.wall_s + 1e-6
+    if workers:  # drafted beside the page decode (no stage 1): the page waited for its own draft only
+        assert runs[False].before_s < 0.1 * runs[False].phases["draft"]

@@ -13,8 +13,9 @@ from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm
 from treedec.runtimes.embedded import EmbeddedRuntime
+from treedec.stages import drafts_ahead
 from treedec.strategies.base import build_strategy
-from treedec.strategies.hsd import stage1_mode
+from treedec.strategies.hsd_stage1 import stage1_mode
 
 from engine_helpers import ForcedTree
 from lossless_helpers import assert_lossless, decode, own_drafts
@@ -43,7 +44,7 @@ def test_stage1_reads_crops_with_the_page_prompt(checkpoint, name, base):
     plain = decode(vlm, plain_strategy, samples, FORCED, procs)
     pages = own_drafts(samples, plain, plain_strategy)
     strategy = build_strategy({"name": name, "drafts": "oracle"}, tok)
-    before = strategy.prepare(vlm, pages, EmbeddedRuntime(EngineConfig(max_new_tokens=24)), False)
+    before = drafts_ahead(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm, strategy, pages)
     for s in samples:
         assert before[s.name]["stage1_prompt"] == "flat" and before[s.name]["stage1_crops"] == 3
         assert before[s.name]["stage1_steps"] > 0
@@ -58,7 +59,7 @@ def test_a_crop_read_as_a_page_is_drafted_as_one_and_its_blocks_are_its_reading(
 
     from treedec.page import Block, Page
     from treedec.serialize import parse_flat
-    from treedec.strategies.hsd import crop_reading, page_draft
+    from treedec.strategies.hsd_stage1 import crop_reading, page_draft
 
     block = Block("table", (3.0, 4.0, 50.0, 60.0), "<table><tr><td>a b</td></tr></table>")
     text = page_draft(block)

@@ -12,7 +12,7 @@ from treedec.models.mtp_head import MTPConfig, MTPDraftModel, MTPHead, depth_wei
 from treedec.strategies.base import build_strategy
 from treedec.training.mtp import IGNORE, Rows, train_head
 
-from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+from engine_helpers import TOK, ForcedTree, OneAtATime, prompt, tiny_llama
 
 
 class SeededChains:
@@ -67,7 +67,7 @@ def test_mtp_drafting_is_lossless_on_random_models(name):
         plain = _run(model, build_strategy({"name": base}, TOK), p, procs)
         strategy = build_strategy({"name": name}, TOK)
         drafter = strategy.drafter
-        assert isinstance(drafter, MTPDrafter) and strategy.wants_hidden
+        assert isinstance(drafter, MTPDrafter) and strategy.needs_hidden
         drafter.model = SeededChains(model, plain.graph)
         spec = _run(model, strategy, p, procs)
         assert [s.tokens for s in spec.graph.streams] == [s.tokens for s in plain.graph.streams]
@@ -159,7 +159,7 @@ def test_a_steps_streams_are_drafted_in_one_batch_as_one_at_a_time(top):
     reqs = [(g, 0, None, StreamState(h)) for g, h in zip(graphs, hs)]
     reqs[2] = (graphs[2], 0, None, StreamState(None))  # no hidden state: no MTP draft
 
-    class Fixed:  # proposes for one stream only, and does not batch
+    class Fixed(OneAtATime):  # proposes for one stream only, and does not batch
         def __init__(self):
             self.asked = []
 
@@ -207,7 +207,7 @@ def test_speculation_wraps_any_fork_strategy(cfg, base, drafters):
     assert s.mode == base and s.name == cfg["name"]
     inner = getattr(s.drafter, "drafters", [s.drafter])
     assert [type(d).__name__ for d in inner] == drafters
-    assert s.wants_hidden == ("MTPDrafter" in drafters)
+    assert s.needs_hidden == ("MTPDrafter" in drafters)
 
 
 @pytest.mark.parametrize("cfg, match", [({"name": "mtp", "base": "hsd"}, "fork strategy without drafts"),

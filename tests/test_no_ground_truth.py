@@ -14,6 +14,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.models.mtp_head import CONFIG
 from treedec.models.vlm import SHIPPED
 from treedec.runtimes.embedded import EmbeddedRuntime
+from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 PAGES = 2
@@ -24,7 +25,17 @@ class Recorder:
 
     def __init__(self, inner):
         self.inner, self.seen = inner, []
-        self.wants_hidden = getattr(inner, "wants_hidden", False)
+        self.trees, self.needs_hidden, self.pages_ahead, self.depth = \
+            inner.trees, inner.needs_hidden, inner.pages_ahead, inner.depth
+
+    def bind(self, vlm):
+        self.inner.bind(vlm)
+
+    def propose_many(self, requests):
+        return [self.propose(*r) for r in requests]
+
+    def observe(self, graph, sid, sample, tree, verdict):
+        self.inner.observe(graph, sid, sample, tree, verdict)
 
     def propose(self, graph, sid, sample, state=None):
         tree = self.inner.propose(graph, sid, sample, state)
@@ -50,7 +61,7 @@ def test_drafts_and_steps_do_not_depend_on_the_ground_truth(name, shipped, tmp_p
         strategy = build_strategy(cfg, vlm.tokenizer)
         strategy.drafter = rec = Recorder(strategy.drafter)
         runtime = EmbeddedRuntime(EngineConfig(max_pages=PAGES, max_new_tokens=512))
-        res = runtime.run(vlm, strategy, batch, progress=False, warmup=False)
+        res = run_strategy(runtime, vlm, strategy, batch, progress=False, warmup=False)
         runs.append((rec.seen, [(r.text, r.steps, r.drafted, r.accepted, r.extra) for r in res.records]))
     assert all(r[3] > 0 and r[2] > r[3] for r in runs[0][1])  # every page: drafts accepted and rejected
     assert runs[0] == runs[1]

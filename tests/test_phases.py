@@ -1,7 +1,19 @@
-"""Phase timing of a run: exclusive phases, nested runs as stage 1, cold draft caches."""
+"""Phase timing of a run: exclusive phases; a strategy's stages, each one `runtime.run`,
+merged into one run whose phases add up to its wall time; cold drafts from an empty folder of
+their own (no environment switch, no clock shared between runs)."""
 import os
 
 from treedec import phases
+from treedec.data.synth import Sample
+from treedec.engine.engine import PENDING
+from treedec.page import Page
+from treedec.records import PageRecord, RunResult
+from treedec.stages import run_strategy
+from treedec.strategies.base import Strategy
+from treedec.strategies.sequential import flat_target
+from treedec.strategies.stages import Drafted
+
+from engine_helpers import TOK
 
 
 class FakeTime:
@@ -12,36 +24,101 @@ class FakeTime:
         return self.now
 
 
-def test_phases_are_exclusive_and_a_nested_run_is_stage1(monkeypatch):
+def test_phases_are_exclusive(monkeypatch):
     t = FakeTime()
     monkeypatch.setattr(phases.time, "perf_counter", t)
-    with phases.clock() as (outer, nested):
-        assert not nested and phases.nested()
-        with outer.phase("draft"):
+    clock = phases.PhaseClock()
+    with clock.phase("decode"):
+        with clock.phase("draft"):
             t.now += 2.0
-            with phases.clock() as (inner, nested_again):  # a run started while drafting (HSD stage 1)
-                assert nested_again and inner is not outer
-                with inner.phase("decode"):
-                    t.now += 3.0
+            with clock.phase("stage1"):
+                t.now += 3.0
             t.now += 1.0
-        t.now += 0.5  # outside every phase: not in the totals, in the span (a run's wall time)
-        with outer.phase("decode"):
-            t.now += 5.0
-        t.now += 4.0  # after the last phase: in neither
-    assert not phases.nested()
-    assert dict(outer.totals) == {"draft": 3.0, "stage1": 3.0, "decode": 5.0}
-    assert outer.span == 11.5 and inner.span == 3.0
+        t.now += 0.5
+    t.now += 4.0  # after the last phase: in neither
+    with clock.phase("write"):
+        t.now += 1.0
+    assert dict(clock.totals) == {"draft": 3.0, "stage1": 3.0, "decode": 0.5, "write": 1.0}
+    assert clock.span == 11.5
 
 
-def test_cold_drafts_points_the_cache_at_an_empty_folder_and_restores_it(monkeypatch, tmp_path):
-    monkeypatch.setenv(phases.DRAFT_CACHE_ENV, str(tmp_path))
-    with phases.cold_drafts() as d:
-        assert os.environ[phases.DRAFT_CACHE_ENV] == d != str(tmp_path)
-        assert os.path.isdir(d) and not os.listdir(d)
-    assert os.environ[phases.DRAFT_CACHE_ENV] == str(tmp_path) and not os.path.exists(d)
-    with phases.cold_drafts(False) as d:
-        assert d is None and os.environ[phases.DRAFT_CACHE_ENV] == str(tmp_path)
-    monkeypatch.delenv(phases.DRAFT_CACHE_ENV)
-    with phases.cold_drafts():
+class FakeRuntime:
+    """Each run takes 1 s of the fake clock, 2 steps a page, 3 forwards; it records what it ran."""
+    name, pending_inputs, steps_counted = "fake", True, "steps"
+
+    def __init__(self, t: FakeTime):
+        self.t, self.runs = t, []
+
+    def check(self, vlm, strategy) -> None:
         pass
-    assert phases.DRAFT_CACHE_ENV not in os.environ
+
+    def run(self, vlm, strategy, samples, progress=True, warmup=True, on_record=None, in_flight=None):
+        names = [s.name for s in samples if s is not PENDING]
+        self.runs.append((strategy.name, names))
+        self.t.now += 1.0
+        records = [PageRecord(n, Page(1, 1), "", steps=2) for n in names]
+        for rec in records:
+            if on_record:
+                on_record(rec)
+        return RunResult(strategy.name, records, 1.0, 3, phases={"load": 0.25, "decode": 0.75}, runtime=self.name,
+                         notes=[f"{strategy.name} ran"])
+
+
+class TwoCrops:
+    strategy = Strategy("reads", "crop", TOK, flat_target)
+
+    def crops(self, vlm, d):
+        return [Sample(f"{d.sample.name}#{k}", None, None) for k in range(2)]
+
+
+class FakeBefore:
+    """Drafts every page (0.5 s of the fake clock each), stage 1: two crops a page."""
+    cache_dir, beside = None, False
+
+    def __init__(self, t: FakeTime):
+        self.t, self.folders = t, []
+
+    def drafted(self, vlm, samples, cache_dir, beside):
+        assert os.path.isdir(cache_dir) and not os.listdir(cache_dir)  # cold: an empty folder of the run's own
+        self.folders.append(cache_dir)
+        for s in samples:
+            self.t.now += 0.5
+            yield Drafted(s, Page(1, 1))
+
+    def stage1(self, vlm):
+        return TwoCrops()
+
+    def use(self, vlm, d, readings):
+        return {"stage1_steps": max(r.steps for r in readings), "stage1_crops": len(readings)}
+
+
+def test_stages_are_one_run_each_merged_into_one(monkeypatch):
+    t = FakeTime()
+    monkeypatch.setattr(phases.time, "perf_counter", t)
+    env = os.environ.get("TREEDEC_DRAFT_CACHE")
+    runtime, before = FakeRuntime(t), FakeBefore(t)
+    strategy = Strategy("pages", "flat", TOK, flat_target, before=before)
+    samples = [Sample(f"p{i}", None, None) for i in range(3)]
+    written = []
+    res = run_strategy(runtime, None, strategy, samples, progress=False, warmup=False, on_record=written.append)
+    assert runtime.runs == [("reads", [f"p{i}#{k}" for i in range(3) for k in range(2)]),  # stage 1: one run
+                            ("pages", ["p0", "p1", "p2"])]  # the pages: one run, without the stages
+    assert [r.steps for r in res.records] == [4, 4, 4]  # stage 1's steps on each page's path
+    assert written == res.records and all(r.extra["stage1_crops"] == 2 for r in written)
+    assert res.forward_passes == 6 and res.notes == ["reads ran", "pages ran"]
+    assert res.phases == {"draft": 1.5, "stage1": 1.0, "load": 0.25, "decode": 0.75}
+    assert res.wall_s == 3.5 == sum(res.phases.values()) and res.before_s == 2.5
+    assert res.drafts == "cold (empty cache)" and not os.path.exists(before.folders[0])
+    assert os.environ.get("TREEDEC_DRAFT_CACHE") == env  # no environment switch
+
+
+def test_the_warm_up_runs_every_stage_with_drafts_of_its_own(monkeypatch):
+    t = FakeTime()
+    monkeypatch.setattr(phases.time, "perf_counter", t)
+    runtime, before = FakeRuntime(t), FakeBefore(t)
+    strategy = Strategy("pages", "flat", TOK, flat_target, before=before)
+    samples = [Sample(f"p{i}", None, "an image") for i in range(2)]
+    res = run_strategy(runtime, None, strategy, samples, progress=False)
+    assert [n for n, _ in runtime.runs] == ["reads", "pages", "reads", "pages"]
+    assert runtime.runs[1][1] == ["p0"] and res.warmup_s == 2.5
+    assert len(before.folders) == 2 and before.folders[0] != before.folders[1]

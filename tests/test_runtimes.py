@@ -53,9 +53,9 @@ def test_vllm_says_where_it_runs_a_strategy_differently():
     tok = Tokenizer()
     hsd = build_strategy({"name": "hsd"}, tok)
     notes = VLLMRuntime().notes(hsd)
-    assert any("linear chain" in n for n in notes) and any("stage 1" in n for n in notes)
+    assert any("linear chain" in n for n in notes) and any("matched together" in n for n in notes)
     assert any("draft_len=adaptive" in n for n in notes) and any("fuzzy" in n for n in notes)
     plain = build_strategy({"name": "padoc_hsd", "stage1": False, "fuzzy": 0, "layout": "ngram"}, tok)
-    assert [n.split(":")[1].split()[0] for n in VLLMRuntime().notes(plain)] == ["drafts"]  # the chains only
+    assert [n.split(":")[1].split()[0] for n in VLLMRuntime().notes(plain)] == ["drafts"] * 2  # chains, pages
     assert VLLMRuntime().notes(build_strategy({"name": "padoc"}, tok)) == []
     assert EmbeddedRuntime().notes(hsd) == []

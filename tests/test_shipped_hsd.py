@@ -39,6 +39,7 @@ def plain(model_pages):
                          ids=["hsd", "padoc_hsd", "padoc_hsd-mtp"])
 def test_pipeline_drafted_hsd_is_lossless_on_the_shipped_model(model_pages, plain, cfg, base):
     from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.stages import drafts_ahead
     from treedec.strategies.base import build_strategy
 
     vlm, samples, cache = model_pages
@@ -46,7 +47,7 @@ def test_pipeline_drafted_hsd_is_lossless_on_the_shipped_model(model_pages, plai
         pytest.skip("no shipped MTP head")
     strategy = build_strategy({**cfg, "cache_dir": cache}, vlm.tokenizer)
     spy = VerdictSpy(strategy.drafter.drafters[1]) if cfg.get("mtp") else None
-    before = strategy.prepare(vlm, samples, EmbeddedRuntime(ECFG), False)  # drafts, stage 1, the head bound
+    before = drafts_ahead(EmbeddedRuntime(ECFG), vlm, strategy, samples)  # drafts, stage 1, the head bound
     assert all(before[s.name]["draft_source"] == "pipeline" and before[s.name]["stage1_crops"] > 0 for s in samples)
     spec = decode(vlm, strategy, samples, ECFG)
     drafted, accepted = assert_lossless(plain[base], spec)

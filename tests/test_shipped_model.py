@@ -30,11 +30,12 @@ def test_shipped_model_reads_held_out_pages(shipped, strategy):
     from treedec.engine.engine import EngineConfig
     from treedec.evaluate import evaluate_pages
     from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.stages import run_strategy
     from treedec.strategies.base import build_strategy
 
     vlm, samples = shipped
-    res = EmbeddedRuntime(EngineConfig(max_pages=PAGES, max_new_tokens=512)).run(
-        vlm, build_strategy({"name": strategy}, vlm.tokenizer), samples, progress=False, warmup=False)
+    res = run_strategy(EmbeddedRuntime(EngineConfig(max_pages=PAGES, max_new_tokens=512)),
+                       vlm, build_strategy({"name": strategy}, vlm.tokenizer), samples, progress=False, warmup=False)
     assert len(res.records) == PAGES
     ev = evaluate_pages({r.name: r.page for r in res.records}, [s.page for s in samples])
     assert ev["text_edit"] < 0.4, ev["text_edit"]

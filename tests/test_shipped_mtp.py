@@ -22,13 +22,11 @@ def model_pages(shipped):  # noqa: F811
 
 def _decode(vlm, cfg, samples):
     from treedec.engine.engine import Engine, EngineConfig
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     strategy = build_strategy(cfg, vlm.tokenizer)
     ecfg = EngineConfig(max_pages=PAGES, max_new_tokens=512)
-    if strategy.prepare is not None:
-        strategy.prepare(vlm, samples, EmbeddedRuntime(ecfg), False)  # binds the head found beside the checkpoint
+    strategy.bind(vlm)  # the head found beside the checkpoint
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
     return {r.name: r for r in Engine(vlm.adapter(), strategy, ecfg).run(items)}
 

@@ -9,13 +9,13 @@ from treedec.engine.engine import Engine, EngineConfig
 from treedec.models.adapter import CausalLMAdapter
 from treedec.strategies.base import STRATEGIES
 
-from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+from engine_helpers import TOK, ForcedTree, OneAtATime, prompt, tiny_llama
 
 
 ALPHABET = [TOK.vocab[c] for c in "0123456789abcdefghij"]  # what `ForcedTree` lets a model choose from
 
 
-class ReferenceDrafter:
+class ReferenceDrafter(OneAtATime):
     """Drafts from a reference run's streams: `quality` = 'perfect' (the true next
     tokens), 'junk' (three chains of random tokens of the alphabet the streams are written
     in, so right now and then by chance), or 'tree' (the truth among junk siblings, at every depth)."""
@@ -23,6 +23,7 @@ class ReferenceDrafter:
     def __init__(self, reference, quality: str, k: int = 5, seed: int = 0):
         self.ref, self.quality, self.k = reference, quality, k
         self.rng = random.Random(seed)
+        self.depth = k
 
     def propose(self, graph, sid, sample, state=None):
         s = graph[sid]

@@ -9,6 +9,7 @@ from treedec.depth import page_depth
 from treedec.engine.engine import Engine
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter
+from treedec.page import Block, Page
 from treedec.serialize import page_to_flat
 from treedec.strategies.base import STRATEGIES, build_strategy, default_config
 
@@ -18,16 +19,65 @@ from test_engine import hf_greedy
 CONF = Path(treedec.__file__).parent / "conf" / "strategy"
 
 
+def composed(*overrides: str) -> dict:
+    """The `strategy` config `python -m treedec run` composes (YAML presets and schemas included)."""
+    from hydra import compose, initialize_config_module
+
+    from treedec.conf import register_schemas
+
+    register_schemas()
+    with initialize_config_module("treedec.conf", version_base=None):
+        return OmegaConf.to_container(compose(config_name="run", overrides=list(overrides)).strategy)
+
+
 def test_every_strategy_has_a_config_and_every_config_binds():
-    configs = {p.stem: OmegaConf.load(p) for p in CONF.glob("*.yaml")}
-    plugins = set(STRATEGIES.names()) - set(configs)  # the top-level strategies/ folder: configs from the factory
+    files = {p.stem for p in CONF.glob("*.yaml")}
+    plugins = set(STRATEGIES.names()) - files  # the top-level strategies/ folder: configs from the factory
     assert {"table_rows", "padoc_rows", "table_cells"} <= plugins
-    configs.update({name: OmegaConf.create(default_config(name)) for name in plugins})
-    assert set(configs) == set(STRATEGIES.names())
+    configs = {name: composed(f"strategy={name}") for name in STRATEGIES.names()}
+    assert all(configs[n] == default_config(n) for n in plugins)
     for name, cfg in configs.items():
-        assert cfg.name == name
-        strategy = build_strategy(OmegaConf.to_container(cfg), TOK)  # every key binds to the factory
+        assert cfg["name"] == name
+        strategy = build_strategy(cfg, TOK)  # every key binds to the factory
         assert strategy.name == name
+
+
+def test_presets_are_their_base_config_with_a_few_keys_changed():
+    """`hpd` and `padoc_hsd` are presets (YAML `defaults:` over mtp and hsd, one schema each), and
+    their factories give the strategy their composed config gives."""
+    for preset, over, changed in (("hpd", "mtp", {"name": "hpd", "base": "padoc"}),
+                                  ("padoc_hsd", "hsd", {"name": "padoc_hsd", "base": "padoc", "draft_len": "fixed"})):
+        assert composed(f"strategy={preset}") == {**composed(f"strategy={over}"), **changed}
+        assert len((CONF / f"{preset}.yaml").read_text().splitlines()) < 12
+        by_name, by_config = build_strategy({"name": preset}, TOK), build_strategy(composed(f"strategy={preset}"), TOK)
+        assert (by_name.name, by_name.mode, type(by_name.drafter)) == (by_config.name, by_config.mode,
+                                                                      type(by_config.drafter))
+
+
+def test_a_bases_own_options_pass_through(monkeypatch):
+    """`strategy=hsd strategy.base=RULE strategy.base_options={...}`: the base's options reach its
+    factory (a fork rule's keyword-only parameters), checked there: a bad one is one line."""
+    from treedec.api import _factory
+
+    seen = []
+
+    def rows(tokens, tok, *, every: int = 1):
+        seen.append(every)
+        return [(i, i + 1) for i in range(0, len(tokens) - 1, every)]
+
+    STRATEGIES.names()  # every plug-in loaded first
+    monkeypatch.setitem(STRATEGIES._items, "rows_every", _factory("rows_every", rows, "tree_rows"))
+    assert default_config("rows_every") == {"name": "rows_every", "every": 1}
+    for name in ("hsd", "mtp"):
+        s = build_strategy({"name": name, "base": "rows_every", "base_options": {"every": 3}}, TOK)
+        assert s.mode == "tree_rows" and s.fork_rule is not None
+        s.target(Page(100, 100, [Block("text_block", (0, 0, 50, 50), "ab cd ef")]), TOK, [TOK.image_id])
+        assert seen[-1] == 3
+    with pytest.raises(UserError, match="bad config for strategy 'rows_every'") as e:
+        build_strategy({"name": "hsd", "base": "rows_every", "base_options": {"evry": 3}}, TOK)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="strategy.base must name a fork strategy without drafts or stages"):
+        build_strategy({"name": "mtp", "base": "hpd"}, TOK)
 
 
 def test_unknown_strategy_or_key_is_a_user_error():

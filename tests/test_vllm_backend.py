@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from treedec.runtimes.recording import run_with_ids
+from treedec.stages.recording import run_with_ids
 
 from conftest import ROOT
 
@@ -82,7 +82,7 @@ def both_runtimes():
 
     vlm, samples = _vlm(), _samples()
     out = {}
-    for name in ("sequential", "padoc"):
+    for name in ("sequential", "padoc", "crops"):  # crops: its layout pass and its crops' reads, each a vLLM run
         strategy = STRATEGIES.get(name)(vlm.tokenizer)
         emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)), vlm, strategy, samples)
         vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm, strategy,
@@ -92,7 +92,7 @@ def both_runtimes():
 
 
 @pytest.mark.xdist_group("vllm")
-@pytest.mark.parametrize("strategy", ["sequential", "padoc"])
+@pytest.mark.parametrize("strategy", ["sequential", "padoc", "crops"])
 def test_vllm_pages_equal_embedded_pages(both_runtimes, strategy):
     (emb, emb_ids), (vll, vll_ids) = both_runtimes[strategy]
     assert [r.name for r in emb.records] == [r.name for r in vll.records]
@@ -103,11 +103,14 @@ def test_vllm_pages_equal_embedded_pages(both_runtimes, strategy):
         assert v.flags == e.flags, e.name
         # steps: scheduler iterations in which the page had a request running = the engine's critical path
         assert v.steps == e.steps, e.name
-    if strategy == "padoc":
+    if strategy in ("padoc", "crops"):
         trained = [r for r in vll.records if r.name in ("synth_0000001", "synth_0000004")]
         assert len(trained) == 2
-        assert all(r.streams > 2 for r in trained), "the fixture should fork on the pages it was trained on"
+        assert all(r.streams > 2 for r in trained), "the fixture should fork (crops: read regions) on its trained pages"
+    if strategy == "padoc":
         assert sum(r.extra["cached_prompt_tokens"] for r in vll.records) > 0  # branches reuse the cached prefix
+    if strategy == "crops":
+        assert any("#" in n for n in vll_ids)  # the crops' own run, recorded on both runtimes (compared above)
     else:
         assert all(r.streams == 1 for r in vll.records)
 

@@ -16,7 +16,7 @@ import pytest
 
 from treedec.drafters.ngram import NgramMatcher
 from treedec.errors import UserError
-from treedec.runtimes.recording import run_with_ids
+from treedec.stages.recording import run_with_ids
 from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
 
 from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids
@@ -108,9 +108,17 @@ def test_a_drafter_without_a_proposer_is_refused():
     from treedec.strategies.base import STRATEGIES
     from treedec.tokenizer import Tokenizer
 
-    class OtherDrafter:
-        def propose(self, graph, sid, sample, state=None):
-            return None
+    class OtherDrafter:  # drafts made as it decodes, on nothing vLLM hands a proposer
+        trees, needs_hidden, pages_ahead, depth = False, False, False, 4
+
+        def bind(self, vlm):
+            pass
+
+        def propose_many(self, requests):
+            return [None] * len(requests)
+
+        def observe(self, graph, sid, sample, tree, verdict):
+            pass
 
     strategy = STRATEGIES.get("sequential")(Tokenizer())
     strategy.drafter = OtherDrafter()
@@ -192,7 +200,6 @@ def stage1_runs(drafted_runs):
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
-    from treedec.runtimes.vllm_hsd import _page_drafter
     from treedec.strategies.base import build_strategy
 
     (emb, _), _ = drafted_runs["hsd"]
@@ -205,7 +212,7 @@ def stage1_runs(drafted_runs):
                     VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE)):
         strategy = build_strategy({"name": "hsd", "drafts": "oracle"}, vlm.tokenizer)
         res, ids = run_with_ids(runtime, vlm, strategy, samples)
-        out[runtime.name] = (res, ids, _page_drafter(strategy).pages)
+        out[runtime.name] = (res, ids, strategy.drafter.inner.pages)  # draft_len=adaptive: the page drafts inside
     return out
 
 

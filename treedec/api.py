@@ -13,6 +13,8 @@ of another shape registers a factory `(tokenizer, **options) -> Strategy` with
 `@STRATEGIES.register(name)`, built from the parts below."""
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Callable
 
 from treedec.engine.policy import Fork
@@ -29,7 +31,8 @@ __all__ = ["Block", "DecodingGraph", "Fork", "ForkRule", "Page", "STRATEGIES", "
 
 def fork_rule(name: str, *aliases: str, mode: str = "tree_rows") -> Callable[[Split], Split]:
     """Register `split` as strategy `name` (and each alias): PaDoc's layout forks, and each
-    content branch cut into the nested branches `split` names. `mode`: the prompt mode the
+    content branch cut into the nested branches `split` names; its keyword-only parameters are
+    the strategy's options. `mode`: the prompt mode the
     model is asked in (a model decodes a rule well only once trained with it:
     `python -m treedec train strategy=NAME`; the oracle depth needs no model)."""
     def register(split: Split) -> Split:
@@ -40,8 +43,16 @@ def fork_rule(name: str, *aliases: str, mode: str = "tree_rows") -> Callable[[Sp
     return register
 
 
-def _factory(name: str, split: Split, mode: str) -> Callable[[Tokenizer], Strategy]:
-    def factory(tokenizer: Tokenizer) -> Strategy:
-        return Strategy(name, mode, tokenizer, nested_target(split), any_fork, nested_drop_head=(tokenizer.child_id,))
+def _factory(name: str, split: Split, mode: str) -> Callable[..., Strategy]:
+    """The strategy factory of a rule: its options are the rule's keyword-only parameters
+    (`def rule(tokens, tok, *, min_cells=2)`: `strategy.min_cells=3`, or as a base,
+    `strategy.base_options={min_cells: 3}`), checked by their signature (`build_strategy`)."""
+    options = [p for p in inspect.signature(split).parameters.values() if p.kind is p.KEYWORD_ONLY]
 
+    def factory(tokenizer: Tokenizer, **kw) -> Strategy:
+        rule = functools.partial(split, **kw) if kw else split
+        return Strategy(name, mode, tokenizer, nested_target(rule), any_fork, nested_drop_head=(tokenizer.child_id,))
+
+    factory.__signature__ = inspect.Signature(
+        [inspect.Parameter("tokenizer", inspect.Parameter.POSITIONAL_OR_KEYWORD), *options])
     return factory

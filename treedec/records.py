@@ -33,6 +33,7 @@ class PageRecord:
     accepted: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     by_depth: list[list[int]] = field(default_factory=list)  # drafts per depth: engine.PageState.by_depth
+    result: PageResult | None = field(default=None, repr=False)  # the page as decoded (a stage after decoding reads it)
 
     @property
     def accepted_per_step(self) -> float:
@@ -64,7 +65,8 @@ class RunResult:
     forward_passes: int
     attention: dict[str, Any] = field(default_factory=dict)  # the runtime's run figures (Runtime.figures): the
     # engine's padding waste (AttentionStats.figures), vLLM's prefix cache
-    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases; a
+    # strategy with stages: its stages' runs merged, treedec.stages)
     warmup_s: float = 0.0  # the untimed warm-up (one page, whole strategy)
     drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
     runtime: str = "embedded"
@@ -115,4 +117,5 @@ def page_record(r: PageResult, strategy: Strategy) -> PageRecord:
     parsed = parse_flat(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
-                      flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth)
+                      flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth,
+                      result=r)

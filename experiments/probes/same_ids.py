@@ -16,7 +16,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.evaluate import evaluate_pages
 from treedec.models.vlm import VLM
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.runtimes.recording import run_with_ids
+from treedec.stages.recording import run_with_ids
 from treedec.strategies.base import build_strategy
 
 

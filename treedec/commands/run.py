@@ -30,6 +30,7 @@ from treedec.report_lead import lead_rows, ratio_mark, why
 from treedec.records import RunResult
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
+from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 __all__ = ["main", "quality_figures", "speed_figures"]
@@ -125,8 +126,8 @@ def _decode(strategy_cfg, vlm, samples, cfg, level: int, progress: bool, on_reco
     """One pass on the configured runtime (`runtime=embedded|vllm`) with `level` pages in flight."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
     runtime = make_runtime(OmegaConf.merge(cfg.runtime, {"max_pages": level}), checkpoint_path(cfg.model))
-    return runtime.run(vlm, strategy, samples, progress=progress, cold_drafts=bool(cfg.get("cold_drafts", True)),
-                       on_record=on_record)
+    return run_strategy(runtime, vlm, strategy, samples, progress=progress,
+                        cold_drafts=bool(cfg.get("cold_drafts", True)), on_record=on_record)
 
 
 # the quality figures of summary.json, for the strategy and (under "baseline") the compared one

@@ -20,6 +20,8 @@ def register_schemas() -> None:
     from treedec.models.vlm import VLMSpec
     from treedec.runtimes.embedded import EmbeddedConfig
     from treedec.runtimes.vllm_engine import VLLMConfig
+    from treedec.strategies.hsd import HSDOptions
+    from treedec.strategies.mtp import MTPOptions
     from treedec.training.trainer import TrainConfig
 
     cs = ConfigStore.instance()
@@ -28,6 +30,8 @@ def register_schemas() -> None:
     cs.store(group="schema", name="train", node=TrainConfig)
     cs.store(group="schema", name="runtime_embedded", node=EmbeddedConfig)  # the runtimes' defaults: their dataclasses
     cs.store(group="schema", name="runtime_vllm", node=VLLMConfig)
+    cs.store(group="schema", name="strategy_hsd", node=HSDOptions)  # the drafting strategies' options: their
+    cs.store(group="schema", name="strategy_mtp", node=MTPOptions)  # dataclasses (presets: padoc_hsd, hpd)
     register_plugin_strategies()
 
 

@@ -4,15 +4,15 @@ the head's `top` likeliest first tokens side by side, each continued greedily: a
 tree, treedec's option). A stream without a hidden state yet (a branch before its first
 forward) proposes nothing.
 
-The head is bound to the base model before decoding (`bind`, the strategy's `prepare`):
-from `head` (a folder), else from `mtp/` beside the model's checkpoint."""
+The head is bound to the base model at the start of every run (`bind`, as every draft
+source is): from `head` (a folder), else from `mtp/` beside the model's checkpoint."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
 
-from treedec.engine.draft import DraftTree, StreamState
+from treedec.engine.draft import DraftRequest, DraftTree, StreamState, Verdict
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.mtp_head import MTPDraftModel, load_head
@@ -21,12 +21,13 @@ HEAD_DIR = "mtp"  # beside a checkpoint
 
 
 def default_head_dir(vlm) -> Path | None:
-    d = getattr(vlm, "directory", None)
-    return Path(d) / HEAD_DIR if d is not None else None
+    return Path(vlm.directory) / HEAD_DIR if vlm.directory is not None else None
 
 
 class MTPDrafter:
-    wants_hidden = True
+    """A draft source on the hidden state (`needs_hidden`): chains (`top` = 1) or a tree of
+    `top` chains, K deep."""
+    needs_hidden, pages_ahead = True, False
 
     def __init__(self, k: int = 6, head: str | None = None, eos_id: int | None = None, top: int = 1):
         if k < 1:
@@ -34,13 +35,27 @@ class MTPDrafter:
         if top < 1:
             raise UserError(f"strategy.top (MTP first-token alternatives) must be at least 1, got {top}")
         self.k, self.head_dir, self.eos_id, self.top = k, head, eos_id, top
+        self.trees, self.depth = top > 1, k
         self.model: MTPDraftModel | None = None
 
+    def head_folder(self, vlm) -> Path | None:
+        """The head's folder: `head`, else `mtp/` beside the model's checkpoint (None: neither)."""
+        return Path(self.head_dir) if self.head_dir else default_head_dir(vlm)
+
+    def head(self, vlm) -> MTPDraftModel:
+        """The draft model on `vlm`'s hidden state (bound first if it is not)."""
+        if self.model is None:
+            self.bind(vlm)
+        return self.model
+
+    def observe(self, graph: DecodingGraph, sid: int, sample, tree: DraftTree, verdict: Verdict) -> None:
+        pass
+
     def bind(self, vlm) -> None:
-        if getattr(vlm, "forced", False):
+        if vlm.forced:
             raise UserError("strategy=mtp/hpd cannot run on model=forced: no MTP head is trained for a random-weight "
                             "forced model (its acceptance would be a guess)")
-        d = Path(self.head_dir) if self.head_dir else default_head_dir(vlm)
+        d = self.head_folder(vlm)
         if d is None:
             raise UserError("MTP drafting needs a head: this model has no checkpoint folder to find one beside; "
                             "pass strategy.head=DIR")
@@ -49,16 +64,10 @@ class MTPDrafter:
             raise UserError(f"strategy.k={self.k} but the MTP head at {d} was trained for {head.cfg.k} depths")
         self.model = MTPDraftModel.of(head, vlm.model)
 
-    def __call__(self, vlm, samples, runtime, progress: bool = True) -> dict[str, dict]:
-        """The strategy's `prepare`: bind the head to the model about to decode."""
-        self.bind(vlm)
-        return {}
-
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         return self.propose_many([(graph, sid, sample, state)])[0]
 
-    def propose_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
-                     ) -> list[DraftTree | None]:
+    def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         """`propose` for every stream of an engine step at once: one batched head pass per
         depth over the streams (one at a time, the head's K small passes per stream were half
         of an hpd run's time on the CPU)."""

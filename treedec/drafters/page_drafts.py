@@ -9,11 +9,11 @@ import re
 
 from treedec.drafters.layout_lines import LayoutLines, layout_tree
 from treedec.drafters.ngram import NgramMatcher, prefix_tree
-from treedec.engine.draft import DraftTree, StreamState
+from treedec.engine.draft import DraftRequest, DraftTree, StreamState, Verdict
 from treedec.graph import DecodingGraph
 from treedec.metrics.layout import iou
 from treedec.page import Page
-from treedec.serialize import BLOCK, box_to_text, coord, page_to_flat, page_to_tree
+from treedec.serialize import BLOCK, CHILD, EOS, block_layout, box_to_text, coord, page_to_flat, page_to_tree
 from treedec.tokenizer import Tokenizer
 
 _BOX = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")
@@ -30,12 +30,33 @@ def continue_draft(own: list[int], drafts: list[list[int]], matcher: NgramMatche
 
 
 class SequenceDrafter:
-    """A `Drafter` for single-stream outputs with known draft sequences (alternatives) per
-    sample name."""
+    """A draft source for single-stream outputs with known draft sequences (alternatives) per
+    sample name (HSD stage 1's crops)."""
+    trees, needs_hidden, pages_ahead = True, False, True
+    step_only = ()
 
     def __init__(self, matcher: NgramMatcher | None = None):
         self.matcher = matcher or NgramMatcher()
+        self.depth = self.matcher.max_depth
         self.seqs: dict[str, list[list[int]]] = {}
+
+    def add(self, name: str, seqs: list[list[int]]) -> None:
+        """Sample `name`'s draft sequences (alternatives)."""
+        self.seqs[name] = seqs
+
+    def bind(self, vlm) -> None:
+        pass
+
+    def sequences(self, names: list[str], prompt_ids: list[int]) -> list[list[int]]:
+        """The named samples' draft sequences, each headed by the prompt's last `w_max` tokens."""
+        head = list(prompt_ids[-self.matcher.w_max:]) if self.matcher.w_max > 0 else []
+        return [head + q for n in names for q in self.seqs.get(n, [])]
+
+    def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
+        return [self.propose(*r) for r in requests]
+
+    def observe(self, graph: DecodingGraph, sid: int, sample, tree: DraftTree, verdict: Verdict) -> None:
+        pass
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         drafts = self.seqs.get(getattr(sample, "name", ""))
@@ -66,7 +87,7 @@ class _PageSeqs:
 
 
 class PageDraftDrafter:
-    """A `Drafter` over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
+    """A draft source over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
     list of alternative drafts of the page; `grids`: the model's patch grid on the page,
     where it has one). `layout`: how the root stream (the tree form's layout stream, the
     flat stream) is drafted: `ngram` (matching, as every other stream) or `lines` (line by
@@ -79,6 +100,9 @@ class PageDraftDrafter:
         if layout not in ("ngram", "lines"):
             raise ValueError(f"layout must be ngram or lines, got {layout!r}")
         self.tok, self.form, self.matcher, self.min_iou, self.layout = tok, form, matcher or NgramMatcher(), min_iou, layout
+        self.trees, self.needs_hidden, self.pages_ahead, self.depth = True, False, True, self.matcher.max_depth
+        self.step_only = (("fuzzy draft matching (one token different)",) if self.matcher.fuzzy else ()) + \
+            (("layout=lines (the root stream drafted line by line, field by field)",) if layout == "lines" else ())
         self.pages: dict[str, Page | list[Page]] = {}
         self.grids: dict[str, int] = {}
         self._seqs: dict[str, list[_PageSeqs]] = {}
@@ -92,6 +116,32 @@ class PageDraftDrafter:
             self._seqs[name] = [_PageSeqs(p, self.tok, self.form, lines, grid)
                                 for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
+
+    def use(self, name: str, pages: Page | list[Page], grid: int | None = None) -> None:
+        """Page `name`'s drafts (a draft page, or alternatives) and the model's patch grid on it."""
+        self.pages[name] = pages
+        self._seqs.pop(name, None)
+        if grid:
+            self.grids[name] = grid
+
+    def forget(self) -> None:
+        """No page's drafts (a new run)."""
+        self.pages, self._seqs, self.grids = {}, {}, {}
+
+    def bind(self, vlm) -> None:
+        pass
+
+    def sequences(self, names: list[str], prompt_ids: list[int]) -> list[list[int]]:
+        """The named pages' drafts as token sequences (`page_draft_sequences`; every alternative)."""
+        drafts = [d for n in names if n in self.pages
+                  for d in (self.pages[n] if isinstance(self.pages[n], list) else [self.pages[n]])]
+        return page_draft_sequences(drafts, self.tok, self.form, prompt_ids, self.matcher.w_max)
+
+    def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
+        return [self.propose(*r) for r in requests]
+
+    def observe(self, graph: DecodingGraph, sid: int, sample, tree: DraftTree, verdict: Verdict) -> None:
+        pass
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         alternatives = self._for(getattr(sample, "name", ""))
@@ -128,3 +178,20 @@ class PageDraftDrafter:
         """The draft region that best overlaps `box` (IoU >= min_iou)."""
         best = max(seqs.regions, key=lambda r: iou(box, r[0]), default=None)
         return best[1] if best is not None and iou(box, best[0]) >= self.min_iou else None
+
+
+def page_draft_sequences(pages, tok: Tokenizer, form: str, prompt_ids: list[int], w_max: int) -> list[list[int]]:
+    """Draft `Page`s as the token sequences a matcher over fixed sequences reads (vLLM's
+    proposer, `treedec.runtimes.vllm_drafts`): one root sequence per page (`form` flat: the
+    flat form; tree: the layout) headed by the prompt's last `w_max` tokens, and for the tree
+    form one sequence per draft region (its layout line, `<CHILD>`, content, `<eos>`)."""
+    head = list(prompt_ids[-w_max:]) if w_max > 0 else []
+    out: list[list[int]] = []
+    for page in pages:
+        if form == "flat":
+            out.append(head + tok.encode(page_to_flat(page)))
+            continue
+        out.append(head + tok.encode(page_to_tree(page).layout))
+        for b in page.reading_order():
+            out.append(tok.encode(block_layout(b, page.width, page.height) + CHILD + b.content + EOS))
+    return out

@@ -67,26 +67,39 @@ class StreamState:
     row whose logits chose the stream's last token: the last verified token, an accepted
     draft node when a draft was accepted. None where the runtime has none (a branch before
     its first forward, a runtime that does not read hidden states, a policy that did not
-    ask for them with `wants_hidden`)."""
+    ask for them: `DraftSource.needs_hidden`)."""
     hidden: torch.Tensor | None = None
 
 
-class Drafter(Protocol):
-    # Optional: `wants_hidden = True` asks the runtime for `StreamState.hidden`.
-    def propose(self, graph: DecodingGraph, sid: int, page: object, state: StreamState | None = None
-                ) -> DraftTree | None:
-        """A draft tree continuing stream `sid` (after its last token), or None."""
-
-    # Optional: propose_many(requests) -> list of DraftTree | None, requests being (graph,
-    # sid, page, state): the proposals for several streams at once (a drafter that batches).
+DraftRequest = tuple[DecodingGraph, int, object, StreamState | None]
+"""(page graph, stream id, the page's sample, its StreamState): one stream to draft for."""
 
 
-def propose_many(drafter: Drafter, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
-                 ) -> list[DraftTree | None]:
-    """A drafter's proposals for several streams: batched where it offers `propose_many`,
-    else one `propose` after another."""
-    many = getattr(drafter, "propose_many", None)
-    return many(requests) if many is not None else [drafter.propose(*r) for r in requests]
+class DraftSource(Protocol):
+    """A source of drafts (pipeline n-grams, MTP heads, ...), its capabilities declared as
+    fields that the engine and both runtimes read (never probe): treedec/drafters/README.md.
+
+    Besides these, a source with `pages_ahead` offers `matcher` (the `NgramMatcher` its drafts
+    are matched with), `sequences(names, prompt_ids)` (every draft token sequence of those
+    pages, a root sequence headed by the prompt's last `matcher.w_max` tokens) and `step_only`
+    (what of it only a step-level drafter does, one line each: a runtime serving its
+    `sequences` through its own proposer says so); a source with `needs_hidden` that vLLM
+    serves offers `head(vlm)` (its draft model on the hidden state) and `head_folder(vlm)`."""
+
+    trees: bool  # may propose branching token trees; False: one chain per stream and step
+    needs_hidden: bool  # reads `StreamState.hidden`: the runtime computes each stream's last hidden state
+    pages_ahead: bool  # knows a page's drafts before it is decoded (drafted whole pages ahead: `sequences`)
+    depth: int  # the most tokens deep it drafts in one step
+
+    def bind(self, vlm) -> None:
+        """Bound to the page model about to decode, at the start of every run (MTP: its head)."""
+
+    def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
+        """Per request, a draft tree continuing the stream (after its last token), or None;
+        every stream of a step asked at once (a source may batch its work)."""
+
+    def observe(self, graph: DecodingGraph, sid: int, sample: object, tree: DraftTree, verdict: Verdict) -> None:
+        """Told every verdict on a draft it proposed (a source that adapts; else nothing)."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
-from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict
+from treedec.engine.draft import DraftRequest, DraftSource, DraftTree, StreamState, Verdict
 from treedec.graph import DecodingGraph
 
 
@@ -28,23 +28,39 @@ def cut(tree: DraftTree, depth: int) -> DraftTree:
 
 @dataclass
 class AdaptiveLength:
-    """A `Drafter` wrapping another, its proposals cut to each stream's cap; the engine
-    tells it each verdict (`observe`)."""
-    inner: Drafter
+    """A draft source wrapping another, its proposals cut to each stream's cap; the engine
+    tells it each verdict (`observe`). Its capabilities are the inner source's."""
+    inner: DraftSource
     limit: int = 15
     # page graph -> stream -> cap; a page's caps go with its graph (no state across runs)
     caps: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
+    def __post_init__(self):
+        self.trees, self.needs_hidden = self.inner.trees, self.inner.needs_hidden
+        self.pages_ahead, self.depth = self.inner.pages_ahead, self.limit
+
+    # a pages-ahead source's extras (treedec/drafters/README.md), the inner one's
     @property
-    def wants_hidden(self) -> bool:
-        return getattr(self.inner, "wants_hidden", False)
+    def matcher(self):
+        return self.inner.matcher
+
+    def sequences(self, names: list[str], prompt_ids: list[int]) -> list[list[int]]:
+        return self.inner.sequences(names, prompt_ids)
+
+    @property
+    def step_only(self) -> tuple[str, ...]:
+        return self.inner.step_only + (f"draft_len=adaptive (a per-stream cap on the draft depth, up to {self.limit})",)
+
+    def bind(self, vlm) -> None:
+        self.inner.bind(vlm)
 
     def propose(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
                 ) -> DraftTree | None:
-        tree = self.inner.propose(graph, sid, sample, state)
-        if not tree:
-            return tree
-        return cut(tree, self.caps.get(graph, {}).get(sid, self.limit))
+        return self.propose_many([(graph, sid, sample, state)])[0]
+
+    def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
+        return [cut(tree, self.caps.get(r[0], {}).get(r[1], self.limit)) if tree else tree
+                for r, tree in zip(requests, self.inner.propose_many(requests))]
 
     def observe(self, graph: DecodingGraph, sid: int, sample: object, tree: DraftTree, verdict: Verdict) -> None:
         caps = self.caps.setdefault(graph, {})

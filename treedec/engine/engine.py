@@ -101,7 +101,7 @@ class _Page(PageState):
     slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
     offset: int = 0  # added to the graph positions the model sees (Prompt.position_offset)
-    hidden: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> StreamState.hidden (wants_hidden)
+    hidden: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> StreamState.hidden (needs_hidden)
     forced: ForcedChoice | None = None  # a forced model's: tokens chosen from the page's ground truth
 
 
@@ -118,10 +118,9 @@ class Engine:
         self.active: list[_Page] = []
         self._next_pid = 0
         self.forward_passes = 0
-        self._observe = getattr(policy, "observe", None)  # optional: a drafter that learns from verdicts
-        self._hidden = bool(getattr(policy, "wants_hidden", False))  # optional: drafters read hidden states
-        self._forced = bool(getattr(model, "forced", False))  # treedec.models.forced: tokens from the ground truth
-        self._blocks = self.cfg.attention != "dense" and getattr(model, "supports_blocks", False)
+        self._hidden = policy.needs_hidden  # its drafts read hidden states (DraftSource.needs_hidden)
+        self._forced = model.forced  # treedec.models.forced: tokens from the ground truth
+        self._blocks = self.cfg.attention != "dense" and model.supports_blocks
         self.attention_stats = AttentionStats()
 
     # ------------------------------------------------------------------ public
@@ -235,8 +234,8 @@ class Engine:
             at += 1 + d
             choices = self._choose(page, sid, tree, rows)
             verdict = self.policy.accept(tree, choices, rows) if tree else Verdict([], choices[:1])
-            if tree and self._observe is not None:
-                self._observe(page.graph, sid, page.sample, tree, verdict)
+            if tree:
+                self.policy.observe(page.graph, sid, page.sample, tree, verdict)
             self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
             page.drafted += d
             page.accepted += len(verdict.nodes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from treedec.engine.draft import DraftTree, StreamState, Verdict
+from treedec.engine.draft import DraftRequest, DraftTree, Verdict
 from treedec.graph import DecodingGraph
 
 
@@ -18,14 +18,15 @@ class Fork:
 
 
 class Policy(Protocol):
+    needs_hidden: bool  # `draft_many` gets each stream's `StreamState.hidden` (its draft source's `needs_hidden`)
+
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:
         """Forks caused by token `index` of stream `sid`, just produced."""
 
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
         """Does `token` end stream `sid`?"""
 
-    def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
-                   ) -> list[DraftTree | None]:
+    def draft_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         """Per request `(graph, sid, sample, state)` (every stream of a step, asked at once: a
         drafter may batch its work), a draft tree continuing stream `sid`, or None (no speculation)."""
 
@@ -33,8 +34,9 @@ class Policy(Protocol):
         """Which draft nodes to keep, given the model's (greedy) token after the stream's last
         token and after each draft node, and those rows' logits [1 + len(tree), V]."""
 
-    # Optional: observe(graph, sid, sample, tree, verdict) -> None, told every verdict on a
-    # draft (e.g. treedec.engine.draft_length.AdaptiveLength adapts its proposals' depth).
+    def observe(self, graph: DecodingGraph, sid: int, sample: object, tree: DraftTree, verdict: Verdict) -> None:
+        """Told every verdict on a draft (e.g. treedec.engine.draft_length.AdaptiveLength
+        adapts its proposals' depth)."""
+
     # Under a forced model (`treedec.models.forced`), also: tokenizer, and target(page, tokenizer, prompt ids) ->
     # the page's ground truth as a DecodingGraph (`treedec.engine.forced`).
-    # Optional: wants_hidden (bool): `draft_many` gets each stream's `StreamState.hidden`.

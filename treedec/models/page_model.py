@@ -24,6 +24,7 @@ class PageModel(Protocol):
     pages: dict | None  # the synthetic page distribution it was trained on (run's default data); None: unknown
     directory: Path | None  # the checkpoint folder it was loaded from (files trained for it lie beside it)
     trainable: bool  # `python -m treedec train` continues it
+    forced: bool  # every token forced to the page's ground truth (treedec.models.forced); its adapter says so too
 
     def prompt(self, image: Image.Image, mode: str) -> Prompt:
         """What the engine prefills for a page in prompt mode `mode` (flat, tree, crop, ...)."""

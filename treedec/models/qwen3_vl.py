@@ -168,6 +168,7 @@ class Qwen3VL:
     (`train model=qwen3_vl` fine-tunes it with its own trainer)."""
 
     trainable = False  # `train` continues treedec's own VLM; model=qwen3_vl fine-tunes this one
+    forced = False  # its tokens are its own
 
     def __init__(self, model: torch.nn.Module, tokenizer: CheckpointTokenizer, image_processor,
                  chat_template: str | None = None, directory: Path | None = None, prompts: dict[str, str] | None = None):

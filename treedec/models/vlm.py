@@ -83,6 +83,7 @@ class VLM:
     """Model + tokenizer + spec; `prompt(image, mode)` builds what the engine prefills."""
 
     trainable = True  # `python -m treedec train` can continue it
+    forced = False  # its tokens are its own (treedec.models.forced: a model whose tokens are forced)
     directory: Path | None = None  # the checkpoint folder it was loaded from
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer, spec: VLMSpec, pages: dict | None = None):

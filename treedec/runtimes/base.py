@@ -27,9 +27,10 @@ class Runtime(Protocol):
     name: str  # runtime=NAME
     steps_counted: str  # what a page's `steps` count here (summary.json `steps_counted`)
     cfg: Any  # its config: a `treedec.engine.limits.PageLimits` (max_pages, ...) and the runtime's own options
-    forward_passes: int  # a running total, never reset: forwards (embedded, with the strategy's `after_decode`
-    # forwards: crops) or scheduler iterations (vLLM) of every `decode` so far, nested runs included (HSD
-    # stage 1's crops, decoded by `runtime.run` inside `prepare`); a run's own is the difference (`parse_pages`)
+    forward_passes: int  # a running total, never reset: forwards (embedded) or scheduler iterations (vLLM) of
+    # every `decode` so far; a run's own is the difference (`parse_pages`)
+    pending_inputs: bool  # its `decode` steps the pages it has while the next input is not ready (the engine's
+    # `PENDING`: pages drafted beside its run); False: every input is needed before decoding (vLLM's draft store)
 
     def check(self, vlm, strategy) -> None:
         """Refuse, with a one-line `UserError`, what this runtime cannot run."""
@@ -38,26 +39,26 @@ class Runtime(Protocol):
         """Where this runtime runs `strategy` differently from the embedded engine (pages are
         the same; steps or drafts may not be), one line each."""
 
-    def prepare(self, vlm, strategy, samples: Iterable, progress: bool, clock) -> tuple[dict[str, dict], Iterable]:
-        """The work before decoding (drafting, HSD stage 1): per-page figures, and the samples
-        to decode (a strategy drafting beside decoding gives them as they are drafted, the
-        figures filled meanwhile; `clock`: the run's `treedec.phases.PhaseClock`). The
-        strategy's `prepare` is handed this runtime (`Strategy.prepare`)."""
+    def prepare(self, vlm, strategy, samples: Iterable) -> Iterable:
+        """The samples to decode, the strategy's drafts handed to the decoder first where it
+        needs them ahead (vLLM: a draft source's `sequences` written to its proposer's store)."""
 
     def prompt(self, vlm, strategy, sample) -> Any:
         """What `decode` takes for one readable page."""
 
-    def decode(self, vlm, strategy, items: Iterable[tuple[str, Any, Any]]) -> Iterator[PageResult]:
-        """`(name, prompt, sample)` items (a lazy iterator, pulled when there is room) decoded;
-        results as pages finish."""
+    def decode(self, vlm, strategy, items: Iterable[tuple[str, Any, Any]], in_flight: int | None = None
+               ) -> Iterator[PageResult]:
+        """`(name, prompt, sample)` items (a lazy iterator, pulled when there is room) decoded,
+        at most `in_flight` pages at once (None: `cfg.max_pages`); results as pages finish."""
 
     def figures(self) -> dict[str, Any]:
         """Run figures of the last `decode` (the engine's padding waste, vLLM's prefix cache)."""
 
     def run(self, vlm, strategy, samples: Iterable, **kwargs):
-        """A `treedec.records.RunResult`: `treedec.parse_pages.parse_pages(vlm, strategy, samples, self,
-        **kwargs)` with what the runtime does around it (vLLM: its engine started before the
-        clock; data parallelism)."""
+        """One run, a `treedec.records.RunResult`: `treedec.parse_pages.parse_pages(vlm, strategy,
+        samples, self, **kwargs)` with what the runtime does around it (vLLM: its engine started
+        before the clock; data parallelism). A strategy's stages are each one such run
+        (`treedec.stages.run_strategy`); a runtime never runs them itself."""
 
 
 def config_from(cls, cfg: Any, where: str, hint: str = ""):

@@ -2,10 +2,9 @@
 (`treedec.runtimes.base.Runtime`), and its config."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
-from treedec import phases
 from treedec.data.synth import Sample
 from treedec.engine.engine import Engine, EngineConfig, PageResult
 from treedec.parse_pages import parse_pages
@@ -27,6 +26,7 @@ class EmbeddedRuntime:
     every live stream of every page in flight. It runs every strategy as it is asked."""
 
     name = "embedded"
+    pending_inputs = True  # the engine steps its pages while the next is being drafted
     steps_counted = "forward passes in which the page had tokens in the batch (its prompt's prefill: one forward)"
 
     def __init__(self, cfg: EngineConfig | None = None):
@@ -44,26 +44,20 @@ class EmbeddedRuntime:
     def notes(self, strategy: Strategy) -> list[str]:
         return []
 
-    def prepare(self, vlm, strategy: Strategy, samples, progress: bool, clock: phases.PhaseClock
-                ) -> tuple[dict[str, dict], Iterable[Sample]]:
-        stream = getattr(strategy.prepare, "stream", None)
-        if stream is not None:  # drafting beside decoding: pages reach the engine as they are drafted,
-            figures: dict[str, dict] = {}  # each page's figures added as it is (a generator: nothing runs here)
-            return figures, stream(vlm, samples, self, figures, clock)
-        return (strategy.prepare(vlm, samples, self, progress) if strategy.prepare else {}), samples
+    def prepare(self, vlm, strategy: Strategy, samples: Iterable[Sample]) -> Iterable[Sample]:
+        return samples  # the engine asks the strategy's draft source step by step
 
     def prompt(self, vlm, strategy: Strategy, sample: Sample):
         return vlm.prompt(sample.image, strategy.mode)
 
-    def decode(self, vlm, strategy: Strategy, items) -> Iterator[PageResult]:
-        """Re-entrant: a run nested inside (HSD stage 1 beside decoding, its crops on this
-        runtime) has its own engine; both add to the running total `forward_passes`."""
-        engine = Engine(vlm.adapter(), strategy, self.cfg)
+    def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None) -> Iterator[PageResult]:
+        cfg = replace(self.cfg, max_pages=in_flight) if in_flight else self.cfg
+        engine = Engine(vlm.adapter(), strategy, cfg)
         try:
             yield from engine.run(items)
         finally:
             self.forward_passes += engine.forward_passes
-            self._engine = engine  # `figures`: of the decode that ended last (a nested run's ends first)
+            self._engine = engine  # `figures`: of the last decode
 
     def figures(self) -> dict[str, Any]:
         return self._engine.attention_stats.figures() if self._engine else {}

@@ -38,6 +38,7 @@ adapts them to the contract, on one engine or on data-parallel ones.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -59,6 +60,7 @@ class VLLMRuntime:
     """`runtime=vllm`: every stream of a page a vLLM request (module docstring)."""
 
     name = "vllm"
+    pending_inputs = False  # its proposer reads every page's drafts from a store written before decoding
     steps_counted = ("scheduler iterations in which the page had an unfinished request: as the embedded engine's, "
                      "except that an iteration in which the page's request waited (token budget, preemption) or ran "
                      "one chunk of a chunked prefill also counts")
@@ -86,31 +88,33 @@ class VLLMRuntime:
                           len(vlm.prompt_ids(strategy.mode)))
 
     def check(self, vlm, strategy: Strategy) -> None:
-        if strategy.after_decode:
-            raise UserError(f"strategy {strategy.name!r} works on the pages after decoding (Strategy.after_decode), "
-                            "which the vLLM runtime does not run: use runtime=embedded")
+        if self.cfg.data_parallel_size > 1 and (strategy.before is not None or strategy.after is not None):
+            raise UserError(f"strategy {strategy.name!r} runs stages of its own (treedec.stages) on one vLLM engine "
+                            "here (data_parallel_size=1): the data-parallel workers rebuild a strategy by name")
         if drafting(strategy) and (why := draft_refusal(strategy, self.cfg)):
             raise UserError(why)
 
     def notes(self, strategy: Strategy) -> list[str]:
         return draft_notes(strategy)
 
-    def prepare(self, vlm, strategy: Strategy, samples: list, progress: bool, clock) -> tuple[dict[str, dict], list]:
-        """HSD's drafting strategies: every page's drafts (after stage 1, whose crops this
-        runtime decodes first) written to the engine's draft store before decoding (vLLM's
-        proposer reads the store, so no drafting beside decoding). MTP strategies: nothing
-        (the head drafts inside the engine)."""
-        if not drafting(strategy):
-            return {}, samples
-        return write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples, self, progress), samples
+    def prepare(self, vlm, strategy: Strategy, samples: Iterable) -> Iterable:
+        """A draft source that knows the pages' drafts ahead (HSD's pages, stage 1's crops): its
+        `sequences` written to the engine's draft store before decoding (vLLM's proposer reads the
+        store). MTP strategies: nothing (the head drafts inside the engine)."""
+        if not drafting(strategy) or strategy.needs_hidden:
+            return samples
+        samples = list(samples) if iter(samples) is samples else samples  # read for their names, then decoded
+        write_drafts(self._served(vlm, strategy).drafts, vlm, strategy, samples)
+        return samples
 
     def prompt(self, vlm, strategy: Strategy, sample) -> Any:
         return sample.image  # vLLM's processor builds the pixels (the same as the embedded engine's)
 
-    def decode(self, vlm, strategy: Strategy, items: Iterable) -> Iterator[PageResult]:
+    def decode(self, vlm, strategy: Strategy, items: Iterable, in_flight: int | None = None) -> Iterator[PageResult]:
         served = self._served(vlm, strategy)
         served.engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable
-        runner = VLLMRunner(served, vlm, strategy, self._cfg(vlm, strategy))
+        cfg = self._cfg(vlm, strategy)
+        runner = VLLMRunner(served, vlm, strategy, replace(cfg, max_pages=in_flight) if in_flight else cfg)
         try:
             yield from runner.run(items)
         finally:
@@ -137,7 +141,8 @@ class VLLMRuntime:
 def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any = None,
                      model_path: str | Path | None = None, progress: bool = True, warmup: bool = True) -> RunResult:
     """`treedec.parse_pages.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
-    engine steps in which the page had a request running, prefill included)."""
+    engine steps in which the page had a request running, prefill included). One run: a
+    strategy with stages runs with `treedec.stages.run_strategy(VLLMRuntime(...), ...)`."""
     return VLLMRuntime(cfg, model_path).run(vlm, strategy, samples, progress=progress, warmup=warmup)
 
 
@@ -159,7 +164,6 @@ def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_path, progres
     """`data_parallel_size` engines in spawned processes, pages dealt round robin; wall
     time is the slowest rank's (ranks start together), forward passes are summed."""
     import multiprocessing as mp
-    from dataclasses import replace
 
     n = cfg.data_parallel_size
     model_dir = serving_dir(vlm, model_path)

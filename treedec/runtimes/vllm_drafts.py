@@ -92,24 +92,6 @@ class DraftStore:
         return DraftIndex(data["drafts"], int(data["w_min"]), int(data["w_max"]))
 
 
-def page_draft_sequences(pages: Iterable, tok, form: str, prompt_ids: list[int], w_max: int) -> list[list[int]]:
-    """The stored sequences for draft `Page`s (see the module docstring): one root sequence
-    per page (`form` flat: the flat form; tree: the layout) headed by the prompt's last
-    `w_max` tokens, and for the tree form one sequence per draft region."""
-    from treedec.serialize import CHILD, EOS, block_layout, page_to_flat, page_to_tree
-
-    head = list(prompt_ids[-w_max:]) if w_max > 0 else []
-    out: list[list[int]] = []
-    for page in pages:
-        if form == "flat":
-            out.append(head + tok.encode(page_to_flat(page)))
-            continue
-        out.append(head + tok.encode(page_to_tree(page).layout))
-        for b in page.reading_order():
-            out.append(tok.encode(block_layout(b, page.width, page.height) + CHILD + b.content + EOS))
-    return out
-
-
 # ---------------------------------------------------------------------- the proposer
 class PageDraftProposer:
     """`speculative_config={"method": "custom_class", "model": PROPOSER, ...}`: vLLM builds it

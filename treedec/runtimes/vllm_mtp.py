@@ -78,23 +78,20 @@ _DIRS: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
 _TMP: list[tempfile.TemporaryDirectory] = []
 
 
-def draft_dir(vlm, drafter, k: int) -> Path:
-    """A folder vLLM loads `drafter`'s head (bound to `vlm`: `MTPDrafter.bind`) from as a
-    Medusa draft model with K depths: config.json + model.safetensors (head, base embedding,
-    base LM head, float32). One folder per model, head folder and K, kept for the process
-    (it is in the engine cache's key: strategies with the same head share an engine)."""
+def draft_dir(vlm, source, k: int) -> Path:
+    """A folder vLLM loads the head of `source` (a draft source on the hidden state: its
+    `head(vlm)`, `head_folder(vlm)`) from as a Medusa draft model with K depths: config.json +
+    model.safetensors (head, base embedding, base LM head, float32). One folder per model,
+    head folder and K, kept for the process (it is in the engine cache's key: strategies with
+    the same head share an engine)."""
     from safetensors.torch import save_file
 
-    from treedec.drafters.mtp import default_head_dir
-
-    folder = drafter.head_dir or default_head_dir(vlm)
+    folder = source.head_folder(vlm)
     key = (str(Path(folder).resolve()) if folder else None, k)
     by_key = _DIRS.setdefault(vlm, {})
     if key in by_key:
         return by_key[key]
-    if drafter.model is None:
-        drafter.bind(vlm)  # refuses in one line: no head, a head trained on other weights or for fewer depths
-    model = drafter.model
+    model = source.head(vlm)  # refuses in one line: no head, a head trained on other weights or for fewer depths
     tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-mtp-")
     _TMP.append(tmp)
     d = Path(tmp.name)
@@ -113,22 +110,12 @@ def draft_dir(vlm, drafter, k: int) -> Path:
 
 
 # ---------------------------------------------------------------------- the runtime's side
-def mtp_drafter(strategy):
-    """The strategy's MTP drafter when MTP is its only drafter, else None."""
-    from treedec.drafters.mtp import MTPDrafter
-
-    return strategy.drafter if isinstance(strategy.drafter, MTPDrafter) else None
-
-
 def mtp_refusal(strategy, cfg) -> str | None:
-    """Why this MTP strategy cannot run on vLLM (one line), None when it can."""
+    """Why this strategy, drafting on the hidden state alone, cannot run on vLLM (one line),
+    None when it can."""
     name, see = repr(strategy.name), "run it with runtime=embedded (see treedec/runtimes/README.md)"
-    d = mtp_drafter(strategy)
-    if d is None:
-        return (f"strategy {name} combines MTP drafts with other drafts (FirstOf: page drafts where they match, MTP "
-                f"where they do not); a vLLM engine has one speculative method: {see}")
-    if d.top > 1:
-        return (f"strategy {name} drafts a tree (top={d.top} first tokens), vLLM verifies one chain per request: "
+    if strategy.drafter.trees:
+        return (f"strategy {name} drafts a tree (several first tokens), vLLM verifies one chain per request: "
                 f"use strategy.top=1 or {see}")
     if cfg.speculative_config and not _ours(cfg.speculative_config):
         return (f"strategy {name} drafts through vLLM's medusa method with treedec's MTP head on runtime=vllm: "
@@ -157,9 +144,9 @@ def mtp_engine_cfg(strategy, cfg, vlm):
     weights) as vLLM's Medusa draft model, K = strategy.k, per-request draft counts reported."""
     from dataclasses import replace
 
-    d = mtp_drafter(strategy)
+    d = strategy.drafter
     register()
-    spec = {"method": "medusa", "model": str(draft_dir(vlm, d, d.k)), "num_speculative_tokens": int(d.k)}
+    spec = {"method": "medusa", "model": str(draft_dir(vlm, d, d.depth)), "num_speculative_tokens": int(d.depth)}
     args = {"per_request_spec_decode_metrics": "detailed", **dict(cfg.engine_args)}
     # vllm/config/speculative.py:1320 reads the target's `hf_config.vocab_size` for a medusa
     # draft; a VLM's config keeps it in text_config: copied to the top (vLLM's Idefics3 reads

@@ -41,7 +41,7 @@ class VLLMRunner:
     def __init__(self, served: Served, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
         if drafting(strategy):
             why = draft_refusal(strategy, cfg)
-            if why is None and served.drafts is None and not strategy.wants_hidden:
+            if why is None and served.drafts is None and not strategy.needs_hidden:
                 why = (f"strategy {strategy.name!r} needs an engine with treedec's page-draft proposer "
                        "(VLLMRuntime builds it and writes the drafts)")
             if why:

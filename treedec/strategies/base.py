@@ -1,24 +1,23 @@
 """A strategy = what the model is asked for (a prompt mode and the ground-truth decoding
-graph it is trained on) + a fork rule (+ drafter and acceptor, later). Composed, never
-subclassed: a new strategy is one small file registering a factory."""
+graph it is trained on) + a fork rule + a draft source and acceptor, and the stages around
+its decode that it declares (`treedec.strategies.stages`; run by `treedec.stages`). Composed,
+never subclassed: a new strategy is one small file registering a factory."""
 from __future__ import annotations
 
 import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
-from treedec.engine.draft import Drafter, DraftTree, StreamState, Verdict, accept_greedy, propose_many
+from treedec.engine.draft import DraftRequest, DraftSource, DraftTree, Verdict, accept_greedy
 from treedec.engine.policy import Fork
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.registry import Registry
+from treedec.strategies.stages import AfterDecoding, BeforeDecoding
 from treedec.tokenizer import Tokenizer
-
-if TYPE_CHECKING:
-    from treedec.engine.engine import PageResult
 
 ForkRule = Callable[[DecodingGraph, int, int, Tokenizer], list[Fork]]
 """(graph, stream, index of its new token, tokenizer) -> forks to start."""
@@ -46,6 +45,15 @@ def default_config(name: str) -> dict[str, Any]:
     return {"name": name, **{p.name: p.default for p in params if p.default is not inspect.Parameter.empty}}
 
 
+def options_of(schema, name: str, options: Mapping[str, Any]):
+    """A strategy factory's options as its schema (a dataclass: the keys of its YAML config,
+    registered with Hydra in `treedec.conf`); an unknown key or bad value is a one-line `UserError`."""
+    try:
+        return schema(**{k: v for k, v in options.items() if k != "name"}, name=name)
+    except TypeError as e:
+        raise UserError(f"bad config for strategy {name!r}: {e}") from None
+
+
 def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer) -> "Strategy":
     """The strategy a `strategy` config names, its other keys passed to the factory."""
     params = {k: v for k, v in cfg.items() if k != "name"}
@@ -65,17 +73,17 @@ class Strategy:
     target: Target  # ground truth as a graph: training data and oracle depth
     fork_rule: ForkRule | None = None
     nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
-    drafter: Drafter | None = None
+    drafter: DraftSource | None = None
     acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
-    # work before decoding (drafting, HSD stage 1): (vlm, samples, runtime, progress) -> per-page figures, `runtime`
-    # being the Runtime that runs the pages (`treedec.runtimes.base`), never an engine config: a model run it needs
-    # (stage 1's crops) is `runtime.run(...)`, so its forwards count in the run's `forward_passes`; `prepare.stream`,
-    # if set: (vlm, samples, runtime, figures, clock) -> the samples as they are ready (drafting beside decoding)
-    prepare: Callable[..., dict[str, dict]] | None = None
-    # work after decoding, before pages are recorded (crops: each region read from its own crop):
-    # (vlm, engine results as pages finish, the embedded runtime, progress) -> the results, extended;
-    # the forwards it runs are added to the runtime's `forward_passes`
-    after_decode: Callable[..., Iterator[PageResult]] | None = None
+    # stages around its decode (`treedec.strategies.stages`), each model run of them one `runtime.run` of
+    # `treedec.stages.run_strategy`: before (HSD: pages drafted, stage 1 on their crops), after (`crops`: regions read)
+    before: BeforeDecoding | None = None
+    after: AfterDecoding | None = None
+
+    def bind(self, vlm) -> None:
+        """Its draft source bound to the model about to decode (MTP: its head), by every run."""
+        if self.drafter is not None:
+            self.drafter.bind(vlm)
 
     # --- the engine's Policy
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:
@@ -85,20 +93,18 @@ class Strategy:
         return token == self.tokenizer.eos_id
 
     @property
-    def wants_hidden(self) -> bool:
-        return bool(getattr(self.drafter, "wants_hidden", False))
+    def needs_hidden(self) -> bool:
+        return self.drafter is not None and self.drafter.needs_hidden
 
-    def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
-                   ) -> list[DraftTree | None]:
-        return propose_many(self.drafter, requests) if self.drafter else [None] * len(requests)
+    def draft_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
+        return self.drafter.propose_many(requests) if self.drafter else [None] * len(requests)
 
     def accept(self, tree: DraftTree, choices: list[int], logits) -> Verdict:
         return self.acceptor(tree, choices, logits)
 
     def observe(self, graph: DecodingGraph, sid: int, sample: object, tree: DraftTree, verdict: Verdict) -> None:
-        observe = getattr(self.drafter, "observe", None)
-        if observe is not None:
-            observe(graph, sid, sample, tree, verdict)
+        if self.drafter is not None:
+            self.drafter.observe(graph, sid, sample, tree, verdict)
 
     # --- output
     def flat_text(self, graph: DecodingGraph) -> str:

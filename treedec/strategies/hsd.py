@@ -24,28 +24,28 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from treedec.data.synth import Sample
 from treedec.drafters.draft_noise import degrade
 from treedec.drafters.ngram import NgramMatcher
-from treedec.drafters.page_drafts import PageDraftDrafter, SequenceDrafter
+from treedec.drafters.page_drafts import PageDraftDrafter
 from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
+from treedec.engine.engine import PENDING
 from treedec.errors import UserError
-from treedec.page import Block, Page
-from treedec.serialize import EOS, page_to_flat
-from treedec.strategies.base import STRATEGIES, Strategy
-from treedec.strategies.crop_read import crop_target, region_truth
-from treedec.strategies.hsd_stream import DraftStream
+from treedec.page import Page
+from treedec.strategies.base import STRATEGIES, Strategy, options_of
+from treedec.strategies.hsd_stage1 import CropReads, crop_blocks, crop_reading, model_grid, stage1_mode
+from treedec.strategies.hsd_stream import drafted_beside
 from treedec.strategies.mtp import with_mtp
-from treedec.strategies.sequential import flat_target
 from treedec.strategies.speculation import fork_base
+from treedec.strategies.stages import Drafted
 from treedec.tokenizer import Tokenizer
-from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
+from treedec.training.examples import snap_box
 
 
-def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None, ocr=None) -> dict:
+def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
     from treedec.ocr.cache import draft_pages
@@ -54,112 +54,59 @@ def _draft_pages(samples: list[Sample], source: str, cache_dir: str | None, ocr=
 
 
 class TwoStages:
-    """The `prepare` step: draft every page (pipeline OCR), then refine each draft region by
-    decoding its crop with the target model (stage 1)."""
+    """HSD's work before decoding (`Strategy.before`, `treedec.strategies.stages.BeforeDecoding`):
+    every page drafted (pipeline OCR, or the ground truth for `drafts=oracle`), its boxes on the
+    model's grid; with `stage1`, each draft region read from its crop by the target model
+    (`hsd_stage1.CropReads`); then the page's drafts handed to the strategy's draft source."""
 
     def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, options: "HSDOptions", matcher: NgramMatcher):
         self.tok, self.drafter, self.matcher = tok, drafter, matcher
-        self.source, self.stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
+        self.source, self.with_stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
         self.ocr = ocr_config(options.ocr)  # the pipeline drafter's config (None: its defaults)
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
         self.noise = options.draft_noise
+        self.workers, self.ahead = options.draft_workers, options.draft_ahead
+        self.beside = self.workers > 0 and self.source == "pipeline"
 
-    def __call__(self, vlm, samples: list[Sample], runtime, progress: bool = True) -> dict[str, dict]:
-        grids = model_grids(vlm, samples, self.snap)
-        drafted = model_drafts(samples, self.source, self.cache_dir, grids, self.ocr, self.noise)
-        figures = {name: self.figures() for name in drafted}
-        pages = self.refine(vlm, samples, drafted, grids, runtime, progress, figures)
-        self.drafter.pages, self.drafter._seqs, self.drafter.grids = pages, {}, grids
-        return figures
-
-    def draft_pages(self, vlm, samples: list[Sample]) -> dict:
-        """Every page's draft before stage 1: what a runtime without stage 1 verifies (vLLM)."""
-        return model_drafts(samples, self.source, self.cache_dir, model_grids(vlm, samples, self.snap), self.ocr,
-                            self.noise)
-
-    def take(self, vlm, drafted: list[tuple[Sample, Page | None, Any]], runtime, figures: dict[str, dict]) -> None:
-        """Pages drafted elsewhere, `(sample, draft page or None, its DraftCost)` (drafting beside
-        decoding, `treedec.strategies.hsd_stream`): their boxes on the model's grid, their stage
-        1, and on to the drafter, as `__call__` does for all pages at once; `figures` gets theirs."""
-        samples = [s for s, p, _ in drafted if p is not None]
-        grids = model_grids(vlm, samples, self.snap)
-        pages = fitted({s.name: p for s, p, _ in drafted if p is not None}, "pipeline", grids, self.noise)
-        for s, p, cost in drafted:
-            if p is not None:
-                figures[s.name] = {**self.figures(), "draft_cpu_s": cost.cpu_s, "draft_wall_s": cost.wall_s}
-        self.drafter.pages.update(self.refine(vlm, samples, pages, grids, runtime, False, figures))
-        self.drafter.grids.update(grids)
-
-    def figures(self) -> dict:
-        """A drafted page's figures before stage 1."""
-        return {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0}
-
-    def refine(self, vlm, samples: list[Sample], drafted: dict, grids: dict[str, int], runtime, progress: bool,
-               figures: dict[str, dict]) -> dict:
-        """What stage 2 drafts from, per page of `drafted`: with stage 1, a copy of its draft
-        whose crop regions hold the model's reading of their crops (beside the draft itself,
-        with stage2_drafts=both), each page's stage-1 figures added to `figures`. The crops are
-        decoded by `runtime`, the Runtime that runs the pages (`treedec.runtimes.base`)."""
-        if not self.stage1:
-            return drafted
-        pages = {n: copy.deepcopy(p) for n, p in drafted.items()}
-        jobs = []  # (page name, its draft block, the block's crop)
+    def drafted(self, vlm, samples, cache_dir: str | None, beside: bool) -> Iterator:
+        """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
+        drafted in worker processes, `PENDING` while the next draft is not done (`hsd_stream`)."""
+        self.drafter.forget()
+        if beside:
+            for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr):
+                yield item if item is PENDING else self._fitted(vlm, *item)
+            return
+        pages = _draft_pages(samples, self.source, cache_dir, self.ocr)
         for s in samples:
-            page = pages.get(s.name)
-            if page is None or s.image is None:
-                continue
-            grid = grids.get(s.name)
-            for k, b in enumerate(page.reading_order()):
-                if b.category in CROP_CATEGORIES and b.content:
-                    jobs.append((s.name, b, Sample(f"{s.name}#{k}", region_truth(s.page, b.bbox),
-                                                   stage1_crop(s.image, b.bbox, grid))))
-        mode = stage1_mode(vlm)
-        seq = SequenceDrafter(self.matcher)
-        seq.seqs = {c.name: [self.tok.encode(b.content if mode == "crop" else page_draft(b)) + [self.tok.eos_id]]
-                    for _, b, c in jobs}
-        crop_strategy = Strategy("hsd_stage1", mode, self.tok, crop_target if mode == "crop" else flat_target,
-                                 drafter=AdaptiveLength(seq, self.matcher.max_depth) if self.adaptive else seq)
-        # the pages' own runtime, not a fresh one: its `forward_passes` is a running total that a
-        # run reads as a difference (`parse_pages`), so the crops' forwards count in the run's
-        # (before decoding, or beside it with draft_workers), and its `decode` keeps no state a
-        # nested run clobbers; a fresh runtime's passes would be lost (and on vLLM, a second engine)
-        records = runtime.run(vlm, crop_strategy, [c for _, _, c in jobs], progress=progress,
-                              warmup=False).records
-        for (name, block, _), rec in zip(jobs, records):
-            block.content = crop_reading(rec, mode)
-            f = figures[name]
-            f["stage1_prompt"] = mode
-            f["stage1_steps"] = max(f["stage1_steps"], rec.steps)
-            f["stage1_crops"] += 1
-        return {n: [p, drafted[n]] for n, p in pages.items()} if self.stage2_drafts == "both" else pages
+            yield self._fitted(vlm, s, pages.get(s.name))
 
+    def _fitted(self, vlm, sample: Sample, page: Page | None, cost=None) -> Drafted:
+        grid = model_grid(vlm, sample.image) if self.snap and page is not None else None
+        if page is not None:
+            page = fitted({sample.name: page}, self.source, {sample.name: grid} if grid else {}, self.noise)[sample.name]
+        return Drafted(sample, page, cost, grid)
 
-def stage1_mode(vlm) -> str:
-    """The prompt stage 1 reads a crop with: `crop`, or, on a checkpoint trained without crops
-    (HSD is training-free), its page prompt `flat`: the crop read as a small page."""
-    return "crop" if vlm.has_prompt("crop") else "flat"
+    def stage1(self, vlm) -> CropReads | None:
+        return CropReads(self.tok, self.matcher, vlm, self.adaptive) if self.with_stage1 else None
 
-
-def page_draft(block) -> str:
-    """A draft block as the flat form of a page holding it alone (what a crop read with the page
-    prompt is drafted by), its box drafted as the whole crop; its end token left to the caller."""
-    return page_to_flat(Page(1, 1, [Block(block.category, (0.0, 0.0, 1.0, 1.0), block.content)]))[: -len(EOS)]
-
-
-def crop_reading(rec, mode: str) -> str:
-    """A crop's reading from its record: in crop mode its text (its end token dropped); read
-    with the page prompt, the content of the page's blocks in reading order."""
-    if mode == "crop":
-        return rec.text[: -len(EOS)] if rec.text.endswith(EOS) else rec.text
-    return "\n".join(b.content for b in rec.page.reading_order() if b.content)
-
-
-def model_drafts(samples: list[Sample], source: str, cache_dir: str | None, grids: dict[str, int], ocr=None,
-                 noise: float = 0.0) -> dict:
-    """Every sample's draft page (`_draft_pages`), its content degraded at character rate
-    `noise` (`draft_noise.degrade`); a pipeline draft's boxes moved onto the model's patch
-    grid of its page, where `grids` (`model_grids`) has one."""
-    return fitted(_draft_pages(samples, source, cache_dir, ocr), source, grids, noise)
+    def use(self, vlm, d: Drafted, readings: list) -> dict[str, Any]:
+        """The page's drafts for stage 2: with stage 1, a copy of its draft whose crop regions hold
+        the model's reading of their crops (beside the draft itself, with stage2_drafts=both)."""
+        if d.page is None:
+            return {}
+        figures = {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0}
+        if d.cost is not None:
+            figures.update(draft_cpu_s=d.cost.cpu_s, draft_wall_s=d.cost.wall_s)
+        pages: Page | list[Page] = d.page
+        if self.with_stage1 and d.sample.image is not None:
+            refined, mode = copy.deepcopy(d.page), stage1_mode(vlm)
+            for b, rec in zip(crop_blocks(refined), readings):
+                b.content = crop_reading(rec, mode)
+            figures.update(stage1_prompt=mode, stage1_steps=max((r.steps for r in readings), default=0),
+                           stage1_crops=len(readings))
+            pages = [refined, d.page] if self.stage2_drafts == "both" else refined
+        self.drafter.use(d.sample.name, pages, d.grid)
+        return figures
 
 
 def fitted(pages: dict, source: str, grids: dict[str, int], noise: float) -> dict:
@@ -183,23 +130,6 @@ def ocr_config(options: dict | None):
         raise UserError(f"bad strategy.ocr option: {e}") from None
 
 
-def model_grids(vlm, samples: list[Sample], snap: bool) -> dict[str, int]:
-    """With `snap`, each sample's model patch grid (`model_grid`), where it has one."""
-    return {s.name: g for s in samples if (g := model_grid(vlm, s.image))} if snap else {}
-
-
-def model_grid(vlm, image) -> int | None:
-    """The model's patch grid in `image`'s pixels (`VLM.page_grid`); None for a model
-    without one (Qwen3-VL resizes its images) or a page it shrinks."""
-    return vlm.page_grid(image) if hasattr(vlm, "page_grid") else None
-
-
-def stage1_crop(image, bbox, grid: int | None):
-    """A drafted region's crop as stage 1 decodes it: with the model's `grid`, the box moved to
-    the nearest grid lines and cut as the crop task was trained on; else box + 2 px."""
-    return crop_image(image, snap_box(bbox, grid) if grid else bbox, grid=grid)
-
-
 def on_grid(page, grid: int):
     """A copy of a draft page with every box moved to the nearest lines of the model's
     patch grid (`snap_box`): a model that reads one glyph per patch writes its boxes on that
@@ -213,28 +143,39 @@ def on_grid(page, grid: int):
 
 @dataclass
 class HSDOptions:
-    """HSD's options (the keys of `conf/strategy/hsd.yaml`): `base` is any fork strategy by
-    name; `mtp` adds MTP drafts where the page drafts propose nothing (`treedec.drafters.mtp`)."""
-    base: str = "sequential"
-    drafts: str = "pipeline"
-    stage1: bool = True
-    cache_dir: str | None = None
+    """HSD's options, and padoc_hsd's (the keys of `conf/strategy/hsd.yaml`; registered with
+    Hydra as `schema/strategy_hsd`): `base` is any fork strategy by name, with its own options
+    `base_options`; `mtp` adds MTP drafts where the page drafts propose nothing (`treedec.drafters.mtp`)."""
+    name: str = "hsd"
+    base: str = "sequential"  # the fork strategy speculated on, by name: sequential | padoc | padoc_rows | ...
+    # the base's own options (e.g. a fork rule's), checked against its factory (a mapping; Any: OmegaConf cannot
+    # set a dict into a null typed-dict node)
+    base_options: Any = None
+    drafts: str = "pipeline"  # pipeline | oracle (ground truth as drafts: an upper bound for analysis)
+    stage1: bool = True  # each draft region read from its crop by the model first (treedec.strategies.hsd_stage1)
+    cache_dir: str | None = None  # draft cache; null = ~/.cache/treedec/drafts (a run's own empty one, cold_drafts)
     w_min: int = 3
     w_max: int = 10
     max_depth: int = 15
     max_nodes: int = 128
+    # e.g. 0.3: also accept draft tokens with p >= 0.3 (LOSSY; the strategy is reported as <name>_relaxed)
     relaxed_threshold: float | None = None
+    # fixed: propose up to max_depth | adaptive: per stream, double after a fully accepted draft, else accepted + 1
+    # (treedec.engine.draft_length)
     draft_len: str = "adaptive"
+    # stage 2 drafts: stage1 (the crops' readings, as published) | both (those and the pipeline's, as alternatives)
     stage2_drafts: str = "both"
-    fuzzy: int = 4
+    fuzzy: int = 4  # no exact match: the last 4 tokens may match a draft with one token different (0 = off, published)
+    # pipeline boxes and stage-1 crops on the model's patch grid, where it reads one glyph per patch (VLM.page_grid)
     snap: bool = True
+    # the root stream drafted line by line, field by field (treedec.drafters.layout_lines) | ngram (as published)
     layout: str = "lines"
-    mtp: bool = False
+    mtp: bool = False  # MTP drafts (treedec.drafters.mtp) where the page drafts propose nothing
     k: int = 6  # with mtp: MTP look-ahead depths
     head: str | None = None  # with mtp: the MTP head's folder (null: beside the model's checkpoint)
     draft_workers: int = 0  # pipeline drafts made in this many processes beside decoding (0: all before decoding)
     draft_ahead: int = 8  # with draft_workers: pages drafted ahead of the engine at most (back-pressure)
-    ocr: dict | None = None  # the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
+    ocr: Any = None  # a mapping: the pipeline drafter's options (treedec.ocr.pipeline.PipelineConfig); null: its defaults
     draft_noise: float = 0.0  # degraded drafts: content characters edited at this rate (treedec.drafters.draft_noise)
 
     def __post_init__(self):
@@ -257,18 +198,13 @@ class HSDOptions:
             raise UserError(f"strategy.layout must be ngram or lines, got {self.layout!r}")
 
 
-def _hsd(tokenizer: Tokenizer, name: str, options: dict, **defaults) -> Strategy:
-    try:
-        o = HSDOptions(**{**defaults, **options})
-    except TypeError as e:
-        raise UserError(f"bad config for strategy {name!r}: {e}") from None
+def _hsd(tokenizer: Tokenizer, name: str, options: dict, **preset) -> Strategy:
+    o = options_of(HSDOptions, name, {**preset, **options})
     matcher = NgramMatcher(o.w_min, o.w_max, o.max_depth, o.max_nodes, o.fuzzy)
-    strategy = fork_base(tokenizer, o.base, name)
+    strategy = fork_base(tokenizer, o.base, name, o.base_options)
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
-    strategy.prepare = TwoStages(tokenizer, pages, o, matcher)
-    if o.draft_workers and o.drafts == "pipeline":  # drafting beside decoding (runtimes.embedded uses `prepare.stream`)
-        strategy.prepare.stream = DraftStream(strategy.prepare, o.draft_workers, o.draft_ahead)
+    strategy.before = TwoStages(tokenizer, pages, o, matcher)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)
     if o.relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
@@ -287,5 +223,6 @@ def hsd(tokenizer: Tokenizer, **options) -> Strategy:
 
 @STRATEGIES.register("padoc_hsd")
 def padoc_hsd(tokenizer: Tokenizer, **options) -> Strategy:
-    """The composition nobody published: PaDoc's branches, each speculated from its region's draft."""
+    """The composition nobody published, a preset of `hsd`: PaDoc's branches, each speculated
+    from its region's draft, drafts proposed up to `max_depth` (`draft_len=fixed`)."""
     return _hsd(tokenizer, "padoc_hsd", options, base="padoc", draft_len="fixed")

@@ -1,11 +1,14 @@
 """The token ids a runtime decoded, page by page: what lossless checks compare.
 
-`run_with_ids(runtime, vlm, strategy, pages)` runs `runtime.run(...)` with its `decode`
-wrapped, so what is recorded is what the decoder returned (vLLM: the ids it streamed), not
-text made from them. Used by the id-for-id tests (tests/test_vllm_*.py) and by
+`run_with_ids(runtime, vlm, strategy, pages)` runs the strategy on `runtime` (each of its
+stages a `runtime.run`: `treedec.stages.run_strategy`) with the runtime's `decode` wrapped, so
+what is recorded is what the decoder returned (vLLM: the ids it streamed), not text made from
+them; a stage's pages (stage 1's crops) are recorded too. Used by the id-for-id tests (tests/test_vllm_*.py) and by
 experiments/probes/same_ids.py.
 """
 from __future__ import annotations
+
+from treedec.stages.run import run_strategy
 
 
 def stream_ids(graph) -> list[tuple]:
@@ -18,13 +21,13 @@ def run_with_ids(runtime, vlm, strategy, pages):
     ids: dict[str, list[tuple]] = {}
     decode = runtime.decode
 
-    def recording(*args):
-        for r in decode(*args):
+    def recording(*args, **kwargs):
+        for r in decode(*args, **kwargs):
             ids[r.name] = stream_ids(r.graph)
             yield r
 
     runtime.decode = recording
     try:
-        return runtime.run(vlm, strategy, pages, progress=False), ids
+        return run_strategy(runtime, vlm, strategy, pages, progress=False), ids
     finally:
         runtime.decode = decode

@@ -1,0 +1,66 @@
+"""What a strategy declares about work around its own decode, each model run of it a stage of
+its own. A strategy only describes the stages (which samples, read how, merged how); it never
+runs a model: `treedec.stages.run_strategy` calls `runtime.run` once per stage and merges
+their figures into one run.
+
+- `BeforeDecoding` (HSD): every page drafted whole (no model: a pipeline OCR, in this process
+  or in worker processes beside the model's runs), then optionally stage 1 (`Stage1`: the
+  drafted regions read from their crops, one `runtime.run`), then each page's drafts, refined
+  by its crops' readings, handed to the strategy's draft source before the page decode.
+- `AfterDecoding` (`crops`): after the page decode (the layout pass), every region of each
+  page read from its crop (one `runtime.run`), the readings spliced into the page.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Protocol
+
+from treedec.page import Page
+
+
+@dataclass
+class Drafted:
+    """A page drafted before decoding: its sample, its draft page (None: the sample has no
+    image, nothing was drafted), what drafting it cost in a worker (`treedec.ocr.pool.DraftCost`;
+    None when drafted in this process), and the model's patch grid on it (None: none)."""
+    sample: Any
+    page: Page | None
+    cost: Any = None
+    grid: int | None = None
+
+
+class Stage1(Protocol):
+    """One run's stage 1: `strategy` reads the crops that `crops` cuts from each drafted page."""
+    strategy: Any  # the `treedec.strategies.base.Strategy` that reads the crops
+
+    def crops(self, vlm, drafted: Drafted) -> list:
+        """The crop samples of a drafted page (each with its drafts for `strategy`'s source)."""
+
+
+class BeforeDecoding(Protocol):
+    cache_dir: str | None  # the draft cache folder the config names; None: the run's own (cold: an empty one)
+    beside: bool  # pages drafted in worker processes beside the model's runs (the runtime may take them lazily)
+
+    def drafted(self, vlm, samples: Iterable, cache_dir: str | None, beside: bool) -> Iterator:
+        """Every sample as `Drafted`, in input order; with `beside`, the engine's `PENDING`
+        between them while the next draft is not done. The strategy's draft source forgets
+        the drafts of an earlier run."""
+
+    def stage1(self, vlm) -> Stage1 | None:
+        """This run's stage 1 on `vlm`, or None (no stage 1)."""
+
+    def use(self, vlm, drafted: Drafted, readings: list) -> dict[str, Any]:
+        """Hand a page's drafts to the strategy's draft source, refined by `readings` (the
+        stage-1 records of its crops, in `Stage1.crops` order); the page's figures."""
+
+
+class AfterDecoding(Protocol):
+    reader: Any  # the `treedec.strategies.base.Strategy` that reads a region's crop
+
+    def regions(self, vlm, graph, sample) -> list[tuple[int, Any]]:
+        """(where in the page's root stream the region's branch forks, the region's crop
+        sample) for each region of a decoded page to read."""
+
+    def splice(self, result, reads: list[tuple[int, Any]]) -> None:
+        """Each region's reading (`(fork index, its PageResult)`) into the decoded page
+        (`treedec.engine.engine.PageResult`), its steps and timeline extended."""
