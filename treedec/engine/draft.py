@@ -15,9 +15,11 @@ from treedec.graph import DecodingGraph
 @dataclass
 class DraftTree:
     """Draft nodes in topological order: `tokens[i]` continues node `parents[i]`
-    (-1 = the stream's last token, i.e. the root of the tree)."""
+    (-1 = the stream's last token, i.e. the root of the tree). The last `scratch` nodes are
+    rows the drafter reads itself (PTP's placeholders): never accepted, not counted as drafts."""
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
+    scratch: int = 0
 
     def __post_init__(self):
         if len(self.tokens) != len(self.parents):
@@ -93,6 +95,7 @@ def propose_many(drafter: Drafter, requests: list[tuple[DecodingGraph, int, obje
 class Verdict:
     nodes: list[int]  # accepted draft nodes, root to leaf
     tokens: list[int]  # their tokens followed by the bonus token
+    choices: list[int] = field(default_factory=list)  # the model's token after the last token and each node
 
 
 def _children(tree: DraftTree) -> dict[int, dict[int, int]]:

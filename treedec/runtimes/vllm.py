@@ -89,6 +89,9 @@ class VLLMRuntime:
         if strategy.after_decode:
             raise UserError(f"strategy {strategy.name!r} works on the pages after decoding (Strategy.after_decode), "
                             "which the vLLM runtime does not run: use runtime=embedded")
+        if getattr(strategy.drafter, "drafts_in_forward", False):
+            raise UserError(f"strategy {strategy.name!r} adds placeholder rows to the model's own forward, which "
+                            "vLLM's model runner cannot express: use runtime=embedded")
         if drafting(strategy) and (why := draft_refusal(strategy, self.cfg)):
             raise UserError(why)
 

@@ -88,6 +88,11 @@ class Strategy:
     def wants_hidden(self) -> bool:
         return bool(getattr(self.drafter, "wants_hidden", False))
 
+    @property
+    def in_forward(self):
+        """Rows a drafter adds to the model's own forward (PTP's `Placeholders`), or None."""
+        return getattr(self.drafter, "placeholders", None)
+
     def draft_many(self, requests: list[tuple[DecodingGraph, int, object, StreamState | None]]
                    ) -> list[DraftTree | None]:
         return propose_many(self.drafter, requests) if self.drafter else [None] * len(requests)
