@@ -76,7 +76,7 @@ def placeholder_batch(page: PageKV, anchors: torch.Tensor, k: int):
     a, L = len(anchors), len(page.labels)
     j = torch.arange(1, k + 1)
     positions = (page.positions[anchors][:, None] + j).reshape(-1)
-    at = anchors[:, None] + j - 1  # the row whose label is placeholder j's target
+    at = anchors[:, None] + j  # the row whose label is placeholder j's target (the anchor's label: its bonus)
     ok = at < page.segment_end[anchors][:, None]
     targets = torch.where(ok, page.labels[at.clamp(max=L - 1)], IGNORE).reshape(-1)
     own = torch.block_diag(*[torch.tril(torch.ones(k, k, dtype=torch.bool))] * a)
