@@ -96,3 +96,25 @@ def test_ptp_refuses_what_cannot_express_it(vlm, fitted, tmp_path):
     with pytest.raises(UserError, match="runtime=embedded") as v:
         VLLMRuntime().check(vlm, strategy)
     assert all("\n" not in str(x.value) for x in (e, q, v))
+
+
+def test_training_resumes_from_its_checkpoint(vlm, tmp_path):
+    """A six-step run stopped after four (its checkpoint written), then resumed, equals six in
+    one go: the same losses and the same placeholders."""
+    from treedec.training.ptp import graph_kv, train
+
+    samples = [generate_page(2, PAGE)]
+    runs = decode(vlm, build_strategy({"name": "sequential"}, vlm.tokenizer), samples, FORCED,
+                  forced(vlm, "sequential", samples))
+    pages = [graph_kv(vlm, runs[samples[0].name].graph, samples[0].image)]
+    text = vlm.model.config.text_config
+    made = []
+    for stops in ([None], [4, None]):
+        torch.manual_seed(0)
+        ph = Placeholders(PTPConfig(text.hidden_size, text.vocab_size, 3), decoder_linears(vlm.model))
+        ckpt = tmp_path / f"ckpt{len(stops)}.pt"
+        for stop in stops:
+            history = train(vlm, pages, ph, 6, 1e-2, 8, 0, ckpt, progress=False, stop=stop)
+        made.append((history, ph.state_dict()))
+    assert [h["loss"] for h in made[0][0]] == [h["loss"] for h in made[1][0]] and len(made[0][0]) == 6
+    assert all(torch.equal(made[0][1][k], made[1][1][k]) for k in made[0][1])

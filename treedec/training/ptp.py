@@ -125,9 +125,10 @@ def depth_accuracy(vlm: VLM, ph: Placeholders, pages: list[PageKV]) -> tuple[lis
 
 
 def train(vlm: VLM, pages: list[PageKV], ph: Placeholders, steps: int, lr: float, anchors: int, seed: int,
-          ckpt=None, held_out: list[PageKV] = (), progress: bool = True) -> list[dict]:
+          ckpt=None, held_out: list[PageKV] = (), progress: bool = True, stop: int | None = None) -> list[dict]:
     """AdamW on the placeholders (base frozen), warm-up then cosine to a tenth; resumes from
-    and writes `ckpt` (a path) every 200 steps."""
+    and writes `ckpt` (a path) every 200 steps and at the end (`stop`: end this call after that
+    step, as an interrupted run would)."""
     from tqdm import tqdm
 
     for p in vlm.model.parameters():
@@ -139,8 +140,10 @@ def train(vlm: VLM, pages: list[PageKV], ph: Placeholders, steps: int, lr: float
         ph.load_state_dict(state["placeholders"])
         opt.load_state_dict(state["opt"])
         history, start = state["history"], state["step"]
-    gen = torch.Generator().manual_seed(seed + start)
-    for step in tqdm(range(start, steps), desc="ptp placeholders", disable=not progress, initial=start, total=steps):
+    gen = torch.Generator().manual_seed(seed)
+    if start:
+        gen.set_state(state["gen"])
+    for step in tqdm(range(start, stop or steps), desc="ptp placeholders", disable=not progress, initial=start, total=steps):
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr * min(1.0, (step + 1) / 100) * (0.55 + 0.45 * torch.cos(torch.tensor(step / steps * 3.14159)).item())
@@ -161,9 +164,9 @@ def train(vlm: VLM, pages: list[PageKV], ph: Placeholders, steps: int, lr: float
             row["held_out_acc"] = [round(x, 4) for x in depth_accuracy(vlm, ph, held_out)[0]]
             print(f"step {step + 1} loss {loss.item():.3f} held-out acc by depth {row['held_out_acc']}", flush=True)
         history.append(row)
-        if ckpt is not None and ((step + 1) % 200 == 0 or step + 1 == steps):
+        if ckpt is not None and ((step + 1) % 200 == 0 or step + 1 in (steps, stop)):
             torch.save({"placeholders": ph.state_dict(), "opt": opt.state_dict(), "history": history,
-                        "step": step + 1}, ckpt)
+                        "step": step + 1, "gen": gen.get_state()}, ckpt)
     return history
 
 
