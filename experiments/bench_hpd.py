@@ -80,7 +80,7 @@ def main() -> None:
     samples = list(open_dataset({"name": "synth", "pages": a.pages, "seed": a.seed}, model_pages=vlm.pages))
     runs, rate = {}, {}
     for name in a.strategies:
-        cfg = {"name": name, **({"k": a.k, "top": a.top, "ptp_k": a.ptp_k, "head": a.head} if name in ("mtp", "hpd") else {})}
+        cfg = {"name": name, **({"k": a.k, "top": a.top, "head": a.head} if name in ("mtp", "hpd") else {})}
         if name.startswith("ptp"):
             cfg = {"name": "ptp", "base": BASES[name], "k": a.ptp_k}
         decode(vlm, cfg, samples[:1], 1)  # warm-up, untimed
@@ -114,7 +114,8 @@ def main() -> None:
         rows[name] = row
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"pages": a.pages, "seeds": f"{a.seed}-{a.seed + a.pages - 1}", "concurrency": a.concurrency, "k": a.k, "top": a.top, "ptp_k": a.ptp_k,
+    meta = {"pages": a.pages, "seeds": f"{a.seed}-{a.seed + a.pages - 1}", "concurrency": a.concurrency, "k": a.k, "top": a.top,
+            "ptp_k": a.ptp_k,
             "head": a.head or "shipped", "threads": a.threads,
             "note": "pages/s is wall clock: meaningful only on a quiet machine"}
     (out / "bench_hpd.json").write_text(json.dumps({**meta, "strategies": rows}, indent=1))
