@@ -1,13 +1,15 @@
-"""HPD benchmark: sequential, padoc, mtp and hpd on the same unseen pages, one process.
+"""HPD and PTP benchmark: sequential, padoc, mtp and hpd (and ptp, ptp_padoc: PTP over sequential and
+padoc) on the same unseen pages, one process.
 
     python experiments/bench_hpd.py [--pages 32] [--seed 1000000] [--concurrency 1 16] [--k 6] [--top 1] [--head DIR]
+                                    [--strategies sequential padoc mtp hpd ptp ptp_padoc] [--ptp-k 6]
                                     [--out runs/bench_hpd]
 
 Per strategy: critical-path steps (median, mean; ratio against sequential), accepted per
 step (tokens a stream gains per forward it takes part in: all streams, the root stream,
 the branches), per-depth draft acceptance, quality; and whether the pages are identical
-token for token (every stream's token ids) to the strategy's base (mtp vs sequential, hpd
-vs padoc). Steps, tokens and acceptance do not depend on the machine (nor on the
+token for token (every stream's token ids) to the strategy's base (mtp and ptp vs sequential,
+hpd and ptp_padoc vs padoc). Steps, tokens and acceptance do not depend on the machine (nor on the
 concurrency: a page's steps are the forwards it takes part in; checked, `same_steps_at_every_concurrency`);
 pages/s at each `--concurrency` (pages in flight) is wall clock, after an untimed one-page
 warm-up per strategy: only meaningful on a quiet machine.
@@ -31,7 +33,7 @@ from treedec.models.loader import load_vlm
 from treedec.serialize import parse_flat
 from treedec.strategies.base import build_strategy
 
-BASES = {"mtp": "sequential", "hpd": "padoc"}
+BASES = {"mtp": "sequential", "hpd": "padoc", "ptp": "sequential", "ptp_padoc": "padoc"}
 
 
 def decode(vlm, cfg: dict, samples, max_pages: int):
@@ -39,8 +41,7 @@ def decode(vlm, cfg: dict, samples, max_pages: int):
     t = time.perf_counter()
     strategy = build_strategy(cfg, vlm.tokenizer)
     ecfg = EngineConfig(max_pages=max_pages, max_new_tokens=1024)
-    if strategy.prepare is not None:
-        strategy.bind(vlm)  # the MTP head
+    strategy.bind(vlm)  # the MTP head, the PTP placeholders
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
     engine = Engine(vlm.adapter(), strategy, ecfg)
     results = {r.name: r for r in engine.run(items)}
@@ -67,14 +68,19 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=1, help="MTP first-token alternatives (1: HPD's chain)")
     ap.add_argument("--head", default=None, help="the MTP head's folder (default: mtp/ beside the shipped model)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc", "mtp", "hpd"],
+                    help="of sequential padoc mtp hpd ptp ptp_padoc (sequential first: the ratios' reference)")
+    ap.add_argument("--ptp-k", type=int, default=6, help="PTP placeholders per anchor")
     ap.add_argument("--out", default="runs/bench_hpd")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
     samples = list(open_dataset({"name": "synth", "pages": a.pages, "seed": a.seed}, model_pages=vlm.pages))
     runs, rate = {}, {}
-    for name in ("sequential", "padoc", "mtp", "hpd"):
-        cfg = {"name": name, **({"k": a.k, "top": a.top, "head": a.head} if name in BASES else {})}
+    for name in a.strategies:
+        cfg = {"name": name, **({"k": a.k, "top": a.top, "head": a.head} if name in ("mtp", "hpd") else {})}
+        if name.startswith("ptp"):
+            cfg = {"name": "ptp", "base": BASES[name], "k": a.ptp_k}
         decode(vlm, cfg, samples[:1], 1)  # warm-up, untimed
         for c in a.concurrency:
             strategy, res, wall = decode(vlm, cfg, samples, c)
@@ -107,6 +113,7 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"pages": a.pages, "seeds": f"{a.seed}-{a.seed + a.pages - 1}", "concurrency": a.concurrency, "k": a.k, "top": a.top,
+            "ptp_k": a.ptp_k,
             "head": a.head or "shipped", "threads": a.threads,
             "note": "pages/s is wall clock: meaningful only on a quiet machine"}
     (out / "bench_hpd.json").write_text(json.dumps({**meta, "strategies": rows}, indent=1))

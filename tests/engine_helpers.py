@@ -141,7 +141,7 @@ class ForcedRows(LogitsProcessor):
 class OneAtATime:
     """A test's draft source that drafts one stream at a time (its `propose(graph, sid, sample,
     state)`): declared a source of trees on token ids alone, deaf to verdicts."""
-    trees, needs_hidden, pages_ahead, depth = True, False, False, 15
+    trees, needs_hidden, pages_ahead, depth, drafts_in_forward = True, False, False, 15, False
 
     def bind(self, vlm):
         pass

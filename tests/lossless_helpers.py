@@ -75,7 +75,7 @@ def own_drafts(samples, plain: dict[str, PageResult], strategy: Strategy):
 class HiddenRecorder:
     """A drafter that proposes nothing and records each stream's hidden state with the
     stream's length when asked: (graph, sid, tokens so far, hidden)."""
-    trees, needs_hidden, pages_ahead, depth = False, True, False, 0
+    trees, needs_hidden, pages_ahead, depth, drafts_in_forward = False, True, False, 0, False
 
     def __init__(self):
         self.seen: list[tuple[object, int, int, torch.Tensor]] = []
@@ -129,3 +129,18 @@ class VerdictSpy:
 
     def __call__(self, graph, sid, sample, tree, verdict) -> None:
         self.accepted.append(len(verdict.nodes))
+
+
+def fitted_placeholders(vlm, runs: dict[str, PageResult], samples, folder, k: int = 3, steps: int = 150) -> str:
+    """PTP placeholders fitted briefly (`treedec.training.ptp.train`) on the model's own output
+    (`runs`: decoded `samples`), saved in `folder` bound to the model (`strategy.placeholders`):
+    on other pages their guesses are partly right, so drafts are both accepted and rejected."""
+    from treedec.models.placeholders import Placeholders, PTPConfig, decoder_linears, save_placeholders
+    from treedec.training.ptp import graph_kv, train
+
+    pages = [graph_kv(vlm, runs[s.name].graph, s.image) for s in samples]
+    text = vlm.model.config.text_config
+    ph = Placeholders(PTPConfig(text.hidden_size, text.vocab_size, k), decoder_linears(vlm.model))
+    train(vlm, pages, ph, steps, 1e-2, 32, 0, progress=False)
+    save_placeholders(ph, folder, base_hash(vlm.model))
+    return str(folder)

@@ -27,7 +27,7 @@ def test_cut_keeps_nodes_within_depth_and_their_parents():
 
 
 class _Fixed:
-    trees, needs_hidden, pages_ahead, depth = True, False, False, 20
+    trees, needs_hidden, pages_ahead, depth, drafts_in_forward = True, False, False, 20, False
 
     def __init__(self, tree):
         self.tree = tree

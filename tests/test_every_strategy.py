@@ -26,7 +26,7 @@ from treedec.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import ForcedRows, ForcedTree
-from lossless_helpers import VerdictSpy, assert_lossless, decode, fitted_head, own_drafts
+from lossless_helpers import VerdictSpy, assert_lossless, decode, fitted_head, fitted_placeholders, own_drafts
 from test_qwen3_vl import save_tiny_qwen3_vl
 
 SPEC = VLMSpec(image_size=128, vision_hidden=64, vision_layers=1, vision_heads=1, text_hidden=64, text_layers=1,
@@ -79,6 +79,19 @@ def head(model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def placeholders(model, tmp_path_factory):
+    """PTP placeholders for treedec's own VLM, fitted on its own forced output (flat form) on
+    pages other than `samples`'; None for a Qwen3-VL checkpoint (PTP refuses it)."""
+    kind, vlm = model
+    if kind != "idefics3":
+        return None
+    other = [generate_page(s, PAGE) for s in (2, 3)]
+    runs = decode(vlm, build_strategy({"name": "sequential"}, vlm.tokenizer), other, FORCED,
+                  forced(vlm, "sequential", other))
+    return fitted_placeholders(vlm, runs, other, tmp_path_factory.mktemp("ptp"), steps=100)
+
+
+@pytest.fixture(scope="module")
 def samples():
     return [generate_page(s, PAGE) for s in range(2)]
 
@@ -91,11 +104,14 @@ def plain_runs(model, samples):
             for b in BASES}
 
 
-def options(cfg: dict, head) -> dict:
-    """HSD drafts from the samples' pages (`drafts=oracle`); MTP with the fitted head."""
+def options(cfg: dict, head, placeholders=None) -> dict:
+    """HSD drafts from the samples' pages (`drafts=oracle`); MTP with the fitted head; PTP with
+    the fitted placeholders."""
     extra = {"drafts": "oracle"} if cfg["name"] in ("hsd", "padoc_hsd") else {}
     if cfg["name"] in ("mtp", "hpd") or cfg.get("mtp"):
         extra.update(head=head, k=3)
+    if cfg["name"] == "ptp":
+        extra.update(placeholders=placeholders, k=3)
     return {**cfg, **extra}
 
 
@@ -109,11 +125,17 @@ def test_models_are_page_models_and_only_treedecs_own_is_served(model):
 
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES.names()))
-def test_every_strategy_runs_on_every_model_kind(model, samples, head, name):
+def test_every_strategy_runs_on_every_model_kind(model, samples, head, placeholders, name):
     """Through the runtime, end to end: every page recorded, decoded; HSD's stage 1 read its
-    crops, MTP proposed a chain at every step of every stream (lossless: the test below)."""
+    crops, MTP proposed a chain at every step of every stream (lossless: the test below and
+    tests/test_ptp.py); PTP refuses a Qwen3-VL checkpoint in one line."""
     kind, vlm = model
-    strategy = build_strategy(options({"name": name}, head), vlm.tokenizer)
+    strategy = build_strategy(options({"name": name}, head, placeholders), vlm.tokenizer)
+    if name == "ptp" and kind == "qwen3_vl":
+        with pytest.raises(UserError, match="Idefics3") as e:
+            run_strategy(EmbeddedRuntime(ECFG), vlm, strategy, samples, progress=False)
+        assert "\n" not in str(e.value)
+        return
     res = run_strategy(EmbeddedRuntime(ECFG), vlm, strategy, samples, progress=False)
     assert [r.name for r in res.records] == [s.name for s in samples]
     assert all(r.steps > 0 and r.generated > 0 for r in res.records), [r.flags for r in res.records]

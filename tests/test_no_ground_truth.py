@@ -25,8 +25,8 @@ class Recorder:
 
     def __init__(self, inner):
         self.inner, self.seen = inner, []
-        self.trees, self.needs_hidden, self.pages_ahead, self.depth = \
-            inner.trees, inner.needs_hidden, inner.pages_ahead, inner.depth
+        self.trees, self.needs_hidden, self.pages_ahead, self.depth, self.drafts_in_forward = \
+            inner.trees, inner.needs_hidden, inner.pages_ahead, inner.depth, inner.drafts_in_forward
 
     def bind(self, vlm):
         self.inner.bind(vlm)

@@ -109,7 +109,7 @@ def test_a_drafter_without_a_proposer_is_refused():
     from treedec.tokenizer import Tokenizer
 
     class OtherDrafter:  # drafts made as it decodes, on nothing vLLM hands a proposer
-        trees, needs_hidden, pages_ahead, depth = False, False, False, 4
+        trees, needs_hidden, pages_ahead, depth, drafts_in_forward = False, False, False, 4, False
 
         def bind(self, vlm):
             pass

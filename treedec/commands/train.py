@@ -49,10 +49,12 @@ def plot_history(history: list[dict], path) -> None:
 
 
 def main(cfg, out: RunOutput) -> dict:
-    from treedec.training import mtp
+    from treedec.training import mtp, ptp
 
     if mtp.trains_head(cfg.strategy):  # the MTP head only, on the frozen model
         return mtp.main(cfg, out)
+    if ptp.trains_placeholders(cfg.strategy):  # PTP's placeholders only, on the frozen model
+        return ptp.main(cfg, out)
     tcfg = TrainConfig(**OmegaConf.to_container(cfg.train, resolve=True))
     torch.set_num_threads(tcfg.threads)
     if cfg.model.get("name") == "qwen3_vl":

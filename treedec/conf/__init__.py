@@ -22,6 +22,7 @@ def register_schemas() -> None:
     from treedec.runtimes.vllm_engine import VLLMConfig
     from treedec.strategies.hsd import HSDOptions
     from treedec.strategies.mtp import MTPOptions
+    from treedec.strategies.ptp import PTPOptions
     from treedec.training.trainer import TrainConfig
 
     cs = ConfigStore.instance()
@@ -32,6 +33,7 @@ def register_schemas() -> None:
     cs.store(group="schema", name="runtime_vllm", node=VLLMConfig)
     cs.store(group="schema", name="strategy_hsd", node=HSDOptions)  # the drafting strategies' options: their
     cs.store(group="schema", name="strategy_mtp", node=MTPOptions)  # dataclasses (presets: padoc_hsd, hpd)
+    cs.store(group="schema", name="strategy_ptp", node=PTPOptions)
     register_plugin_strategies()
 
 

@@ -27,7 +27,7 @@ def default_head_dir(vlm) -> Path | None:
 class MTPDrafter:
     """A draft source on the hidden state (`needs_hidden`): chains (`top` = 1) or a tree of
     `top` chains, K deep."""
-    needs_hidden, pages_ahead = True, False
+    needs_hidden, pages_ahead, drafts_in_forward = True, False, False
 
     def __init__(self, k: int = 6, head: str | None = None, eos_id: int | None = None, top: int = 1):
         if k < 1:

@@ -32,7 +32,7 @@ def continue_draft(own: list[int], drafts: list[list[int]], matcher: NgramMatche
 class SequenceDrafter:
     """A draft source for single-stream outputs with known draft sequences (alternatives) per
     sample name (HSD stage 1's crops)."""
-    trees, needs_hidden, pages_ahead = True, False, True
+    trees, needs_hidden, pages_ahead, drafts_in_forward = True, False, True, False
     step_only = ()
 
     def __init__(self, matcher: NgramMatcher | None = None):
@@ -101,6 +101,7 @@ class PageDraftDrafter:
             raise ValueError(f"layout must be ngram or lines, got {layout!r}")
         self.tok, self.form, self.matcher, self.min_iou, self.layout = tok, form, matcher or NgramMatcher(), min_iou, layout
         self.trees, self.needs_hidden, self.pages_ahead, self.depth = True, False, True, self.matcher.max_depth
+        self.drafts_in_forward = False
         self.step_only = (("fuzzy draft matching (one token different)",) if self.matcher.fuzzy else ()) + \
             (("layout=lines (the root stream drafted line by line, field by field)",) if layout == "lines" else ())
         self.pages: dict[str, Page | list[Page]] = {}

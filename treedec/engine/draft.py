@@ -15,9 +15,11 @@ from treedec.graph import DecodingGraph
 @dataclass
 class DraftTree:
     """Draft nodes in topological order: `tokens[i]` continues node `parents[i]`
-    (-1 = the stream's last token, i.e. the root of the tree)."""
+    (-1 = the stream's last token, i.e. the root of the tree). The last `scratch` nodes are
+    rows the drafter reads itself (PTP's placeholders): never accepted, not counted as drafts."""
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
+    scratch: int = 0
 
     def __post_init__(self):
         if len(self.tokens) != len(self.parents):
@@ -84,12 +86,16 @@ class DraftSource(Protocol):
     pages, a root sequence headed by the prompt's last `matcher.w_max` tokens) and `step_only`
     (what of it only a step-level drafter does, one line each: a runtime serving its
     `sequences` through its own proposer says so); a source with `needs_hidden` that vLLM
-    serves offers `head(vlm)` (its draft model on the hidden state) and `head_folder(vlm)`."""
+    serves offers `head(vlm)` (its draft model on the hidden state) and `head_folder(vlm)`; a
+    source with `drafts_in_forward` offers `placeholders` (PTP's: the rows' embeddings and their
+    row-only adapters, `treedec.models.placeholders`), the last `DraftTree.scratch` nodes of its
+    trees being those rows."""
 
     trees: bool  # may propose branching token trees; False: one chain per stream and step
     needs_hidden: bool  # reads `StreamState.hidden`: the runtime computes each stream's last hidden state
     pages_ahead: bool  # knows a page's drafts before it is decoded (drafted whole pages ahead: `sequences`)
     depth: int  # the most tokens deep it drafts in one step
+    drafts_in_forward: bool  # adds rows of its own to the model's forward (`placeholders`, embedded by the adapter)
 
     def bind(self, vlm) -> None:
         """Bound to the page model about to decode, at the start of every run (MTP: its head)."""
@@ -106,6 +112,7 @@ class DraftSource(Protocol):
 class Verdict:
     nodes: list[int]  # accepted draft nodes, root to leaf
     tokens: list[int]  # their tokens followed by the bonus token
+    choices: list[int] = field(default_factory=list)  # the model's token after the last token and each node
 
 
 def _children(tree: DraftTree) -> dict[int, dict[int, int]]:

@@ -16,6 +16,9 @@ class FirstOf:
         self.needs_hidden = any(d.needs_hidden for d in self.drafters)
         self.pages_ahead = any(d.pages_ahead for d in self.drafters)
         self.depth = max(d.depth for d in self.drafters)
+        self.drafts_in_forward = any(d.drafts_in_forward for d in self.drafters)
+        if self.drafts_in_forward:  # its rows' tokens are read back by index: it cannot share a tree
+            raise ValueError("a source that drafts inside the forward (PTP) cannot be combined with another")
         self._by = weakref.WeakKeyDictionary()  # page graph -> stream -> source of its last proposal
 
     def bind(self, vlm) -> None:

@@ -38,6 +38,7 @@ class AdaptiveLength:
     def __post_init__(self):
         self.trees, self.needs_hidden = self.inner.trees, self.inner.needs_hidden
         self.pages_ahead, self.depth = self.inner.pages_ahead, self.limit
+        self.drafts_in_forward = self.inner.drafts_in_forward
 
     # a pages-ahead source's extras (treedec/drafters/README.md), the inner one's
     @property

@@ -88,7 +88,7 @@ class PageState:
     by_depth: list[list[int]] = field(default_factory=list)
 
     def count_depths(self, tree: DraftTree, accepted: int) -> None:
-        deepest = max(tree.depths(), default=0)
+        deepest = max(tree.depths()[:len(tree) - tree.scratch], default=0)
         while len(self.by_depth) < deepest:
             self.by_depth.append([0, 0])
         for d in range(deepest):
@@ -216,6 +216,8 @@ class Engine:
         owned = page_slots(self.arena.owner, base)
         real = sum(r * k for r, k in page_sizes(spans, owned))
         extra = {"hidden": True} if self._hidden else {}
+        if (rows := self.policy.in_forward) is not None:  # a drafter's rows (PTP's placeholders)
+            extra["placeholders"] = rows
         if self._use_blocks(spans, real, n_new * (base + n_new)):
             pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
             self.attention_stats.add(real, pages.padded, len(pages.buckets))
@@ -234,10 +236,11 @@ class Engine:
             at += 1 + d
             choices = self._choose(page, sid, tree, rows)
             verdict = self.policy.accept(tree, choices, rows) if tree else Verdict([], choices[:1])
+            verdict.choices = choices
             if tree:
                 self.policy.observe(page.graph, sid, page.sample, tree, verdict)
             self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
-            page.drafted += d
+            page.drafted += d - tree.scratch if tree else 0
             page.accepted += len(verdict.nodes)
             if tree:
                 page.count_depths(tree, len(verdict.nodes))

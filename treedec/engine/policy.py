@@ -19,6 +19,7 @@ class Fork:
 
 class Policy(Protocol):
     needs_hidden: bool  # `draft_many` gets each stream's `StreamState.hidden` (its draft source's `needs_hidden`)
+    in_forward: object | None  # rows its draft source adds to the model's forward (`drafts_in_forward`), or None
 
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:
         """Forks caused by token `index` of stream `sid`, just produced."""

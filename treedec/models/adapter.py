@@ -5,6 +5,7 @@ float attention mask and a `DynamicCache` fits (Llama, Idefics3, Qwen3-VL text p
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,17 +76,25 @@ class CausalLMAdapter:
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache,
-             keep: torch.Tensor | None = None, pages=None, hidden: bool = False):
+             keep: torch.Tensor | None = None, pages=None, hidden: bool = False, placeholders=None):
         """One forward over a flat batch of Q new tokens.
 
         ids, positions: [Q]; mask: [Q, K] additive float (0 / -inf) over K = cache + Q slots;
         keep: rows whose logits are needed (default all). Returns logits [len(keep), V];
         the cache grows by Q slots. With `pages` (a `treedec.models.attention.PageBatch`: each
         page's rows, keys and mask) attention runs page by page and `mask` is not needed. With
-        `hidden`, returns (logits, the kept rows' last-layer hidden states [len(keep), H])."""
-        with capture_hidden(self.model, hidden) as cap:
+        `hidden`, returns (logits, the kept rows' last-layer hidden states [len(keep), H]). With
+        `placeholders` (`treedec.models.placeholders`), ids from the vocabulary's size on are
+        placeholder rows: embedded and adapted by them, no other row changed."""
+        rows = ids >= placeholders.cfg.vocab if placeholders is not None else None
+        if rows is not None and rows.any():
+            inputs = {"inputs_embeds": placeholders.embed_ids(self.model.get_input_embeddings(), ids)[None]}
+            adapted = placeholders.applied(self.model, rows)
+        else:
+            inputs, adapted = {"input_ids": ids[None]}, nullcontext()
+        with capture_hidden(self.model, hidden) as cap, adapted:
             if pages is None:
-                out = self.model(input_ids=ids[None], position_ids=positions[None],
+                out = self.model(**inputs, position_ids=positions[None],
                                  attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
                                  logits_to_keep=keep if keep is not None else 0)
             else:
@@ -94,7 +103,7 @@ class CausalLMAdapter:
                 before = self.text_config._attn_implementation
                 self.text_config._attn_implementation = register()
                 try:
-                    out = self.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
+                    out = self.model(**inputs, position_ids=positions[None], attention_mask=None,
                                      past_key_values=cache, use_cache=True,
                                      logits_to_keep=keep if keep is not None else 0, pages=pages)
                 finally:

@@ -91,6 +91,9 @@ class VLLMRuntime:
         if self.cfg.data_parallel_size > 1 and (strategy.before is not None or strategy.after is not None):
             raise UserError(f"strategy {strategy.name!r} runs stages of its own (treedec.stages) on one vLLM engine "
                             "here (data_parallel_size=1): the data-parallel workers rebuild a strategy by name")
+        if strategy.drafter is not None and strategy.drafter.drafts_in_forward:
+            raise UserError(f"strategy {strategy.name!r} adds placeholder rows to the model's own forward, which "
+                            "vLLM's model runner cannot express: use runtime=embedded")
         if drafting(strategy) and (why := draft_refusal(strategy, self.cfg)):
             raise UserError(why)
 

@@ -96,6 +96,11 @@ class Strategy:
     def needs_hidden(self) -> bool:
         return self.drafter is not None and self.drafter.needs_hidden
 
+    @property
+    def in_forward(self):
+        """Rows the drafter adds to the model's own forward (PTP's `Placeholders`), or None."""
+        return self.drafter.placeholders if self.drafter is not None and self.drafter.drafts_in_forward else None
+
     def draft_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         return self.drafter.propose_many(requests) if self.drafter else [None] * len(requests)
 

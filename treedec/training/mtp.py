@@ -152,22 +152,29 @@ def trains_head(strategy_cfg) -> bool:
     return strategy_cfg.get("name") in ("mtp", "hpd") or bool(strategy_cfg.get("mtp"))
 
 
+def frozen_base(cfg, what: str) -> tuple[VLM, list[Strategy]]:
+    """The trained checkpoint of `model.path` (the shipped one when null), in eval mode, and
+    the strategies of `train.strategies`: what `what` (an MTP head, PTP's placeholders) trains on."""
+    from treedec.models.loader import checkpoint_path
+    from treedec.strategies.base import STRATEGIES
+
+    torch.set_num_threads(int(cfg.train.threads))
+    path = checkpoint_path(cfg.model)
+    if path is None:
+        raise UserError(f"{what} is trained on a trained checkpoint's frozen model: give model.path=DIR (or "
+                        "model=tiny for the shipped one), not model=random")
+    vlm = VLM.load(path)
+    vlm.model.eval()
+    return vlm, [STRATEGIES.get(n)(vlm.tokenizer) for n in cfg.train.strategies]
+
+
 def main(cfg, out) -> dict:
     """Train the MTP head on the frozen model of `model.path` (the shipped one when null);
     written to `out/mtp` (copy it beside the checkpoint as `mtp/` to have it loaded by default)."""
     from treedec.models.mtp_head import base_hash, save_head
-    from treedec.models.loader import checkpoint_path
-    from treedec.strategies.base import STRATEGIES
 
     t = cfg.train
-    torch.set_num_threads(int(t.threads))
-    path = checkpoint_path(cfg.model)
-    if path is None:
-        raise UserError("an MTP head is trained on a trained checkpoint's frozen model: give model.path=DIR (or "
-                        "model=tiny for the shipped one), not model=random")
-    vlm = VLM.load(path)
-    vlm.model.eval()
-    strategies = [STRATEGIES.get(n)(vlm.tokenizer) for n in t.strategies]
+    vlm, strategies = frozen_base(cfg, "an MTP head")
     k = int(cfg.strategy.get("k", 6))
     mcfg = MTPConfig(hidden=vlm.model.config.text_config.hidden_size, intermediate=int(t.head_intermediate), k=k)
     seeds = page_seeds(int(t.seed), int(t.head_pages))
