@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from treedec import phases
 from treedec.data.synth import Sample
+from treedec.engine import pass_log
 from treedec.engine.engine import PENDING
 from treedec.models.vlm import VLM
 from treedec.records import PageRecord, RunResult, page_record, unreadable
@@ -47,14 +48,15 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
             _decode(vlm, strategy, [first], runtime, False)
         warmup_s = time.perf_counter() - t
     passes = runtime.forward_passes  # a running total: this run's are what it adds (a nested run's included)
-    with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested):
+    with phases.cold_drafts(cold_drafts and not phases.nested()), phases.clock() as (clock, nested), \
+            pass_log.recording() as log:  # the engine's passes, nested runs' included (treedec.cost_model)
         records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record)
     given = getattr(strategy.prepare, "cache_dir", None)
     drafts = None if not strategy.prepare else f"folder {given} (may be warm)" if given else \
         "cold (empty cache)" if cold_drafts else "warm (cache as configured)"
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
                      runtime.figures(), {} if nested else dict(clock.totals), warmup_s, drafts, runtime.name,
-                     runtime.notes(strategy), before_s)
+                     runtime.notes(strategy), before_s, None if nested or not log.steps + log.prefills else log)
 
 
 def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:
