@@ -52,6 +52,7 @@ class CausalLMAdapter:
         text = getattr(model.config, "text_config", model.config)
         self.text_config = text
         self.dtype = next(model.parameters()).dtype
+        self.device = next(model.parameters()).device  # inputs go there (the engine builds them on the CPU)
 
     def new_cache(self):
         from transformers import DynamicCache
@@ -63,9 +64,10 @@ class CausalLMAdapter:
         """Logits after the last prompt token [V] and the prompt's KV per layer; with `hidden`,
         also the last token's last-layer hidden state [H] (see `capture_hidden`)."""
         cache = self.new_cache()
-        ids = torch.tensor([prompt.ids], dtype=torch.long)
+        ids = torch.tensor([prompt.ids], dtype=torch.long, device=self.device)
+        inputs = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in prompt.inputs.items()}
         with capture_hidden(self.model, hidden) as cap:
-            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **prompt.inputs)
+            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
         kv = [(layer.keys, layer.values) for layer in cache.layers]
         if hidden:
             return out.logits[0, -1].float(), kv, cap.rows[0, -1].float()
@@ -83,11 +85,14 @@ class CausalLMAdapter:
         the cache grows by Q slots. With `pages` (a `treedec.models.attention.PageBatch`: each
         page's rows, keys and mask) attention runs page by page and `mask` is not needed. With
         `hidden`, returns (logits, the kept rows' last-layer hidden states [len(keep), H])."""
+        dev = self.device
+        ids, positions = ids.to(dev), positions.to(dev)
+        keep = keep.to(dev) if keep is not None else None
         with capture_hidden(self.model, hidden) as cap:
             if pages is None:
                 out = self.model(input_ids=ids[None], position_ids=positions[None],
-                                 attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
-                                 logits_to_keep=keep if keep is not None else 0)
+                                 attention_mask=mask[None, None].to(dev, self.dtype), past_key_values=cache,
+                                 use_cache=True, logits_to_keep=keep if keep is not None else 0)
             else:
                 from treedec.models.attention import register
 
@@ -96,7 +101,7 @@ class CausalLMAdapter:
                 try:
                     out = self.model(input_ids=ids[None], position_ids=positions[None], attention_mask=None,
                                      past_key_values=cache, use_cache=True,
-                                     logits_to_keep=keep if keep is not None else 0, pages=pages)
+                                     logits_to_keep=keep if keep is not None else 0, pages=pages.to(dev))
                 finally:
                     self.text_config._attn_implementation = before
         if hidden:
