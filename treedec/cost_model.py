@@ -3,25 +3,33 @@
 
 A run's wall time, split by what decides it:
 
-    wall = model + engine + other
-    model  = a * steps + b * step rows + c * step attention      (the forwards of every step)
-           + p * prefill tokens + q * prefill attention           (every prefill: pages, crops, stage 1)
+    wall   = model + engine + other
+    model  = sum over row counts r of steps(r) x t(r)       (the forwards of every step)
+           + p x prefill tokens + q x prefill attention      (every prefill: pages, crops, stage 1)
+    t(r)   = a step's time at r rows, at the run's mean pages and keys for r: timed for the row
+             counts most steps had; for the others a + b x rows + c x attention, fitted on a grid
     engine = the engine's own time in its passes outside the forwards (drafting per step, an
              MTP head, acceptance, bookkeeping), measured
     other  = everything outside the engine's passes (reading pages, drafting before decoding,
              writing), measured
 
-The counts (steps, rows, attention score elements, prefill tokens; `treedec.engine.pass_log`)
+The counts (steps by rows, attention score elements, prefill tokens; `treedec.engine.pass_log`)
 are the run's own, every engine of the run included (HSD's stage 1, the crops' engines); under
-a forced model they do not depend on the model's size. The costs a, b, c, p, q are calibrated
-in the same process right after the run (`calibrate`, a few seconds: forwards of the run's
-model on a random KV arena at the run's mean rows and keys per step, scaled 0.5x-2x, and
-prefills of the run's own first page prompts, which hold the vision encoder where the model
-has one). So `projected_pages_per_s` checks the step-cost model against the real forwards:
-the engine and other times are measured, and the projection's error is the model's
-(`model_s` projected against `model_measured_s`, both in `cost_model`). To project another
-size or machine, keep the counts and the measured engine and other seconds, and calibrate
-the costs there. The calibration's seconds are `calibration_s`, not in `wall_s`.
+a forced model they do not depend on the model's size. The times are calibrated in the same
+process right after the run (`calibrate`: 5 % of the run's forward time, 2 to 60 s): forwards
+of the run's model on a random KV arena, and prefills of the run's own first page prompts
+(which hold the vision encoder where the model has one), called in turn, round after round,
+so that a burst of load falls on all of them. A step's time is not linear in its rows (on
+this CPU a 1M model's step of 2 or 3 rows costs more than one of 4), hence the timed row counts.
+
+So `projected_pages_per_s` checks the step-cost model against the real forwards: the engine
+and other times are measured, and the projection's error is the model's (`model_s` projected
+against `model_measured_s`, both in `cost_model`). On a CPU the times are counted in the
+process's CPU seconds (`model_work_s` against `model_work_measured_s`), which a shared
+machine's other processes stretch less than wall seconds, and turned into wall seconds by the
+run's share of the CPU over its forwards (`cpu_share`, measured); on a GPU, in wall seconds.
+To project another size or machine, keep the counts and the measured engine and other
+seconds, and calibrate the times there. The calibration's seconds are `calibration_s`, not in `wall_s`.
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ import torch
 from treedec.engine.pass_log import PassLog
 
 STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
+TIMED_BUCKETS = 6  # the row counts (treedec.engine.pass_log.rows_bucket) with the most steps, each timed
 
 
 def _sync(device: torch.device) -> None:
@@ -42,17 +51,29 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timed(fn, device: torch.device, reps: int) -> float:
-    """Median seconds of `fn()` over `reps` calls after one untimed."""
-    fn()
-    times = []
-    for _ in range(reps):
-        _sync(device)
-        t = time.perf_counter()
+def _clock(device: torch.device):
+    """What a cost is counted in: a GPU's wall seconds; on a CPU, the process's CPU seconds, which
+    other processes on a shared machine do not stretch (its wall seconds they do, by the run's
+    share of the CPU, measured over its forwards: `project`)."""
+    return time.perf_counter if device.type == "cuda" else time.process_time
+
+
+def _timed(probes: list, device: torch.device, budget_s: float, rounds: int = 3) -> list[float]:
+    """Median seconds (`_clock`'s) of each of `probes` (callables), called in turn, round after
+    round, for at least `rounds` rounds and `budget_s` wall seconds (after one untimed round): a
+    burst of load on a shared machine then falls on every probe alike, not on one."""
+    clock, times = _clock(device), [[] for _ in probes]
+    for fn in probes:
         fn()
-        _sync(device)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    t0 = time.perf_counter()
+    while len(times[0]) < rounds or time.perf_counter() - t0 < budget_s:
+        for fn, ts in zip(probes, times):
+            _sync(device)
+            t = clock()
+            fn()
+            _sync(device)
+            ts.append(clock() - t)
+    return [statistics.median(ts) for ts in times]
 
 
 def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
@@ -61,16 +82,16 @@ def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
     return [float(c) for c in coef]
 
 
-def step_point(adapter, pages: int, rows: int, keys: int, dense_waste: float, reps: int) -> tuple[float, int]:
-    """(seconds, attention elements handed to the kernels) of one step: `pages` pages of `keys`
-    KV slots each, `rows` rows in all, with the engine's choice of dense or page-blocked
+def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float):
+    """(one step as a callable, attention elements it hands to the kernels): `pages` pages of
+    `keys` KV slots each, `rows` rows in all, with the engine's choice of dense or page-blocked
     attention (blocked once the dense mask would hand over `dense_waste` x the real elements)."""
     from treedec.engine.kv import KVArena
     from treedec.engine.step_attention import Span, dense_mask, page_batch, page_slots
 
     cfg = adapter.text_config
     dev = next(adapter.model.parameters()).device
-    per = max(1, rows // pages)
+    per = [rows // pages + (p < rows % pages) for p in range(pages)]  # rows per page, `rows` in all
     arena = KVArena()
     shape = (1, cfg.num_key_value_heads, pages * keys, cfg.head_dim)
     with torch.inference_mode():
@@ -81,15 +102,15 @@ def step_point(adapter, pages: int, rows: int, keys: int, dense_waste: float, re
         arena.reserve(keys, p)
     base = arena.size
     slots = page_slots(arena.owner, base)
-    spans = [Span(p, p * per, per, None, slots[p]) for p in range(pages)]
-    n = pages * per
+    starts = [sum(per[:p]) for p in range(pages)]
+    spans = [Span(p, starts[p], per[p], None, slots[p]) for p in range(pages) if per[p]]
+    n = rows
     ids = torch.randint(10, cfg.vocab_size, (n,))
-    pos = torch.arange(keys, keys + per).repeat(pages)
+    pos = torch.cat([torch.arange(keys, keys + r) for r in per])
     keep = torch.arange(n)
     blocked = pages > 1 and pages > dense_waste
     batch = page_batch(spans, slots, base) if blocked else None
     mask = None if blocked else dense_mask(spans, base, n)
-    attn = batch.padded if blocked else n * (base + n)
 
     def step():
         adapter.step(ids, pos, mask, arena.cache, keep=keep, pages=batch) if blocked else \
@@ -98,43 +119,54 @@ def step_point(adapter, pages: int, rows: int, keys: int, dense_waste: float, re
             layer.size = base
             layer._views()
 
-    return _timed(step, dev, reps), attn
+    return step, batch.padded if blocked else n * (base + n)
 
 
-def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = 4.0, reps: int = 5
-              ) -> dict[str, Any]:
-    """The costs a, b, c (steps) and p, q (prefills) of `log`'s model on this machine, now
-    (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in flight."""
+def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = 4.0,
+              budget_s: float | None = None) -> dict[str, Any]:
+    """The step times t(r) and costs a, b, c (steps), p, q (prefills) of `log`'s model on this machine, now
+    (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in
+    flight. `budget_s`: how long to time (default: 5 % of the run's forwards, 2 to 60 s)."""
     t0 = time.perf_counter()
     adapter = vlm.adapter()
     dev = next(adapter.model.parameters()).device
-    costs: dict[str, Any] = {}
-    if log.steps:
-        rows, keys = log.step_rows / log.steps, log.step_attn / log.step_rows
-        P = max(1, min(pages, round(log.step_pages / log.steps)))
-        xs, ts, grid = [], [], []
-        for fr, fk in STEP_GRID:
-            r, k = P * max(1, round(fr * rows / P)), max(8, round(fk * keys / (1 if P > dense_waste else P)))
-            s, attn = step_point(adapter, P, r, k, dense_waste, reps)
-            xs.append([1.0, r, attn])
-            ts.append(s)
-            grid.append({"pages": P, "rows": r, "keys_per_page": k, "attention": attn, "s": s})
-        costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = _fit(xs, ts)
-        costs["step_points"] = grid
+    costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}
+    probes, kinds = [], []
+    def add_step(kind: str, pages_: float, rows_: float, keys_: float, **extra) -> None:
+        P = max(1, min(pages, round(pages_), round(rows_)))
+        r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if P > dense_waste else P)))
+        fn, attn = step_probe(adapter, P, r, k, dense_waste)
+        probes.append(fn)
+        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "attention": attn, **extra}))
+
+    if log.steps:  # the row counts most steps had, each at its steps' mean pages and keys; a grid for the rest
+        for b, (n, pg, rw, at) in sorted(log.by_rows.items(), key=lambda kv: -kv[1][0])[:TIMED_BUCKETS]:
+            add_step("bucket", pg / n, rw / n, at / rw, bucket=b)
+        rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
+        if len(log.by_rows) > TIMED_BUCKETS:
+            for fr, fk in STEP_GRID:
+                add_step("step", P, fr * rows, fk * keys)
     if log.prefills:
-        prompts = []
         for s in samples:
             if getattr(s, "image", None) is not None:
-                prompts.append(vlm.prompt(s.image, mode))
-            if len(prompts) == 3:
+                prompt = vlm.prompt(s.image, mode)
+                probes.append(lambda pr=prompt: adapter.prefill(pr))
+                kinds.append(("prefill", {"tokens": len(prompt.ids)}))
+            if sum(k == "prefill" for k, _ in kinds) == 3:
                 break
-        xs, ts = [], []
-        for pr in prompts:
-            n = len(pr.ids)
-            xs.append([n, n * (n + 1) / 2])
-            ts.append(_timed(lambda: adapter.prefill(pr), dev, 1))
-        costs["per_prefill_token_s"], costs["per_prefill_attention_s"] = _fit(xs, ts) if xs else (0.0, 0.0)
-        costs["prefill_points"] = [{"tokens": int(x[0]), "s": t} for x, t in zip(xs, ts)]
+    budget = budget_s if budget_s is not None else min(60.0, max(2.0, 0.05 * log.forward_s))
+    times = _timed(probes, dev, budget) if probes else []
+    steps = [(d, t) for (k, d), t in zip(kinds, times) if k == "step"]
+    costs["bucket_points"] = [{**d, "time_s": t} for (k, d), t in zip(kinds, times) if k == "bucket"]
+    prefills = [(d, t) for (k, d), t in zip(kinds, times) if k == "prefill"]
+    if steps:
+        costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = _fit(
+            [[1.0, d["rows"], d["attention"]] for d, _ in steps], [t for _, t in steps])
+        costs["step_points"] = [{**d, "time_s": t} for d, t in steps]
+    if prefills:
+        costs["per_prefill_token_s"], costs["per_prefill_attention_s"] = _fit(
+            [[d["tokens"], d["tokens"] * (d["tokens"] + 1) / 2] for d, _ in prefills], [t for _, t in prefills])
+        costs["prefill_points"] = [{**d, "time_s": t} for d, t in prefills]
     costs["calibration_s"] = time.perf_counter() - t0
     return costs
 
@@ -142,13 +174,22 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
 def project(log: PassLog, costs: dict[str, Any], pages: int, wall_s: float) -> dict[str, Any]:
     """`projected_pages_per_s` and its parts (`cost_model`) for a run of `pages` decoded pages
     whose passes are `log` and wall time `wall_s`, under `costs` (`calibrate`'s)."""
-    model = (costs.get("per_step_s", 0.0) * log.steps + costs.get("per_row_s", 0.0) * log.step_rows
-             + costs.get("per_attention_s", 0.0) * log.step_attn
-             + costs.get("per_prefill_token_s", 0.0) * log.prefill_tokens
-             + costs.get("per_prefill_attention_s", 0.0) * log.prefill_attn)
+    timed = {str(d["bucket"]): d["time_s"] for d in costs.get("bucket_points", [])}
+    rest = [v for b, v in log.by_rows.items() if str(b) not in timed]  # JSON keys are strings
+    work = (sum(v[0] * timed[str(b)] for b, v in log.by_rows.items() if str(b) in timed)
+            + sum(costs.get("per_step_s", 0.0) * v[0] + costs.get("per_row_s", 0.0) * v[2]
+                  + costs.get("per_attention_s", 0.0) * v[3] for v in rest)
+            + costs.get("per_prefill_token_s", 0.0) * log.prefill_tokens
+            + costs.get("per_prefill_attention_s", 0.0) * log.prefill_attn)
+    cpu = costs.get("clock") == "cpu"
+    measured = log.forward_cpu_s if cpu else log.forward_s
+    share = measured / log.forward_s if cpu and log.forward_s else 1.0  # CPU s per wall s over the run's forwards
+    model = work / share if share else work
     engine = log.engine_s - log.forward_s
     other = wall_s - log.engine_s
     wall = model + engine + other
     return {"projected_pages_per_s": pages / wall if wall > 0 else None,
             "cost_model": {"model_s": model, "model_measured_s": log.forward_s, "engine_s": engine, "other_s": other,
-                           "projected_wall_s": wall, "wall_s": wall_s, "counts": log.figures(), "costs": costs}}
+                           "projected_wall_s": wall, "wall_s": wall_s, "clock": costs.get("clock"),
+                           "model_work_s": work, "model_work_measured_s": measured, "cpu_share": share if cpu else None,
+                           "counts": log.figures(), "costs": costs}}

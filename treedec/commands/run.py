@@ -219,7 +219,8 @@ def main(cfg, out: RunOutput) -> dict:
 
 
 # the report's by-concurrency table: what a person compares across levels (summary.json has every figure)
-LEVEL_COLUMNS = ("concurrency", "strategy", "pages", "median_steps", "forward_passes", "pages_per_s", "p95_latency_s",
+LEVEL_COLUMNS = ("concurrency", "strategy", "pages", "median_steps", "forward_passes", "pages_per_s",
+                 "projected_pages_per_s", "p95_latency_s",
                  "median_latency_s", "same_text", "steps_ratio", "throughput_ratio", "p95_ratio")
 
 

@@ -168,12 +168,12 @@ class Engine:
         root = page.graph.root(prompt.ids, label="root")
         if self._forced:  # the strategy's target of the sample's ground truth
             page.forced = ForcedChoice.of(self.policy, sample, prompt.ids)
-        t_forward = time.perf_counter()
+        t_forward = pass_log.clock()
         if self._hidden:
             logits, kv, page.hidden[root.id] = self.model.prefill(prompt, hidden=True)
         else:
             logits, kv = self.model.prefill(prompt)
-        forward_s = time.perf_counter() - t_forward
+        forward = pass_log.since(t_forward)
         self.forward_passes += 1
         page.slots[root.id] = self.arena.add_prefill(kv, page.pid)
         page.anc[root.id] = torch.empty(0, dtype=torch.long)
@@ -182,7 +182,7 @@ class Engine:
         self.active.append(page)
         self._emit(page, root.id, logits)
         if (log := pass_log.current()) is not None:
-            log.add_prefill(len(prompt.ids), forward_s, time.perf_counter() - page.t_admit)
+            log.add_prefill(len(prompt.ids), forward, time.perf_counter() - page.t_admit)
 
     # ------------------------------------------------------------------ one step
     def _step(self) -> None:
@@ -226,14 +226,14 @@ class Engine:
         if self._use_blocks(spans, real, n_new * (base + n_new)):
             pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
             self.attention_stats.add(real, pages.padded, len(pages.buckets))
-            attn, t_forward = pages.padded, time.perf_counter()
+            attn, t_forward = pages.padded, pass_log.clock()
             out = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep), pages=pages, **extra)
         else:
             self.attention_stats.add(real, n_new * (base + n_new))
             mask = dense_mask(spans, base, n_new)
-            attn, t_forward = n_new * (base + n_new), time.perf_counter()
+            attn, t_forward = n_new * (base + n_new), pass_log.clock()
             out = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep), **extra)
-        forward_s = time.perf_counter() - t_forward
+        forward = pass_log.since(t_forward)
         logits, hidden = out if self._hidden else (out, None)
         self.forward_passes += 1
         touched: dict[int, list[int]] = {}
@@ -261,7 +261,7 @@ class Engine:
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
         if (log := pass_log.current()) is not None:
-            log.add_step(len(touched), n_new, attn, forward_s, time.perf_counter() - t_step)
+            log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step)
 
     def _use_blocks(self, spans: list[Span], real: int, dense: int) -> bool:
         if not self._blocks or spans[0].page == spans[-1].page:  # one page: the dense mask is its block

@@ -8,8 +8,9 @@ score elements, the forward's seconds and the whole admission's). The counts do 
 the model's size under forcing; the seconds are this machine's."""
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Iterator
 
 
@@ -20,27 +21,42 @@ class PassLog:
     step_rows: int = 0
     step_attn: int = 0  # score elements (rows x keys) handed to the attention kernels
     step_forward_s: float = 0.0  # the model's forwards alone
+    step_forward_cpu_s: float = 0.0  # ... in the process's CPU seconds
     step_s: float = 0.0  # the engine's whole steps (drafting, the forward, acceptance, bookkeeping)
     prefills: int = 0
     prefill_tokens: int = 0
     prefill_attn: int = 0  # causal score elements: n (n + 1) / 2 per prompt of n tokens
     prefill_forward_s: float = 0.0
+    prefill_forward_cpu_s: float = 0.0
     admit_s: float = 0.0  # the whole admissions (the forcing's trie, prefill, first token)
+    # steps by their rows (`rows_bucket`): bucket -> [steps, pages, rows, attention] summed; a step's cost is not
+    # linear in its rows (on this CPU 2 and 3 rows cost more than 4), so the cost model times the buckets run
+    by_rows: dict = field(default_factory=dict)
 
-    def add_step(self, pages: int, rows: int, attn: int, forward_s: float, step_s: float) -> None:
+    def add_step(self, pages: int, rows: int, attn: int, forward: tuple[float, float], step_s: float) -> None:
+        """`forward`: the forward's (wall, CPU) seconds (`forward_clock`)."""
         self.steps += 1
         self.step_pages += pages
         self.step_rows += rows
         self.step_attn += attn
-        self.step_forward_s += forward_s
+        self.step_forward_s += forward[0]
+        self.step_forward_cpu_s += forward[1]
         self.step_s += step_s
+        b = self.by_rows.setdefault(rows_bucket(rows), [0, 0, 0, 0])
+        for i, v in enumerate((1, pages, rows, attn)):
+            b[i] += v
 
-    def add_prefill(self, tokens: int, forward_s: float, admit_s: float) -> None:
+    def add_prefill(self, tokens: int, forward: tuple[float, float], admit_s: float) -> None:
         self.prefills += 1
         self.prefill_tokens += tokens
         self.prefill_attn += tokens * (tokens + 1) // 2
-        self.prefill_forward_s += forward_s
+        self.prefill_forward_s += forward[0]
+        self.prefill_forward_cpu_s += forward[1]
         self.admit_s += admit_s
+
+    @property
+    def forward_cpu_s(self) -> float:
+        return self.step_forward_cpu_s + self.prefill_forward_cpu_s
 
     @property
     def forward_s(self) -> float:
@@ -56,8 +72,24 @@ class PassLog:
 
     def __iadd__(self, other: "PassLog") -> "PassLog":
         for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+            if f.name == "by_rows":
+                for k, v in other.by_rows.items():
+                    b = self.by_rows.setdefault(k, [0, 0, 0, 0])
+                    for i, x in enumerate(v):
+                        b[i] += x
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         return self
+
+
+def rows_bucket(rows: int) -> int:
+    """Rows as they are up to 8, then in steps of about 19 % (8, 10, 12, 14, 17, 20, 24, ...)."""
+    if rows <= 8:
+        return rows
+    b = 8
+    while b * 1.19 < rows:
+        b = round(b * 1.19 + 0.5)
+    return b if rows - b < round(b * 1.19 + 0.5) - rows else round(b * 1.19 + 0.5)
 
 
 _active: list[PassLog] = []
@@ -79,3 +111,13 @@ def recording() -> Iterator[PassLog]:
 
 def current() -> PassLog | None:
     return _active[-1] if _active else None
+
+
+def clock() -> tuple[float, float]:
+    """(wall, process CPU) seconds now; differences of two readings time a forward both ways."""
+    return time.perf_counter(), time.process_time()
+
+
+def since(start: tuple[float, float]) -> tuple[float, float]:
+    now = clock()
+    return now[0] - start[0], now[1] - start[1]
