@@ -45,6 +45,8 @@ if [ -z "${SKIP_WHEELS:-}" ]; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 [ -d .demo ] || { echo "no .demo/: run DEMO_ONLY=1 here first and carry .demo and .drafts" >&2; exit 2; }
+# this checkout's treedec first, for the scripts run by path too (a venv may hold another checkout's, editable)
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1 TREEDEC_DRAFT_CACHE=$PWD/.drafts OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 SIZES=${SIZES:-0.5b 1.5b}
 DTYPE=${DTYPE:-bfloat16}

@@ -4,10 +4,10 @@
 A run's wall time, split by what decides it:
 
     wall   = model + engine + other
-    model  = sum over row counts r of steps(r) x t(r)       (the forwards of every step)
+    model  = sum over row counts r of steps(r) x t(r)       (the forwards of every step; r: rows and pages)
            + p x prefill tokens + q x prefill attention      (every prefill: pages, crops, stage 1)
-    t(r)   = a step's time at r rows, at the run's mean pages and keys for r: timed for the row
-             counts most steps had; for the others a + b x rows + c x attention, fitted on a grid
+    t(r)   = a step's time at r's rows and pages and the run's mean keys there: timed for the
+             buckets most steps had; for the others a + b x rows + c x attention, fitted on a grid
     engine = the engine's own time in its passes outside the forwards (drafting per step, an
              MTP head, acceptance, bookkeeping), measured
     other  = everything outside the engine's passes (reading pages, drafting before decoding,
@@ -43,7 +43,7 @@ import torch
 from treedec.engine.pass_log import PassLog
 
 STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
-TIMED_BUCKETS = 6  # the row counts (treedec.engine.pass_log.rows_bucket) with the most steps, each timed
+TIMED_BUCKETS = 8  # the (rows, pages) buckets (PassLog.by_rows) with the most steps, each timed
 
 
 def _sync(device: torch.device) -> None:

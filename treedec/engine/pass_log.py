@@ -29,8 +29,9 @@ class PassLog:
     prefill_forward_s: float = 0.0
     prefill_forward_cpu_s: float = 0.0
     admit_s: float = 0.0  # the whole admissions (the forcing's trie, prefill, first token)
-    # steps by their rows (`rows_bucket`): bucket -> [steps, pages, rows, attention] summed; a step's cost is not
-    # linear in its rows (on this CPU 2 and 3 rows cost more than 4), so the cost model times the buckets run
+    # steps by their rows and pages ("ROWSxPAGES", each `rows_bucket`ed) -> [steps, pages, rows, attention] summed: a
+    # step's cost is not linear in its rows (on this CPU 2 and 3 rows cost more than 4) and HSD's stage 1 (many crops,
+    # short KV) and stage 2 (few pages, long KV) differ at the same rows, so the cost model times the buckets run
     by_rows: dict = field(default_factory=dict)
 
     def add_step(self, pages: int, rows: int, attn: int, forward: tuple[float, float], step_s: float) -> None:
@@ -42,7 +43,7 @@ class PassLog:
         self.step_forward_s += forward[0]
         self.step_forward_cpu_s += forward[1]
         self.step_s += step_s
-        b = self.by_rows.setdefault(rows_bucket(rows), [0, 0, 0, 0])
+        b = self.by_rows.setdefault(f"{rows_bucket(rows)}x{rows_bucket(pages)}", [0, 0, 0, 0])
         for i, v in enumerate((1, pages, rows, attn)):
             b[i] += v
 
@@ -83,7 +84,7 @@ class PassLog:
 
 
 def rows_bucket(rows: int) -> int:
-    """Rows as they are up to 8, then in steps of about 19 % (8, 10, 12, 14, 17, 20, 24, ...)."""
+    """A count as it is up to 8, then in steps of about 19 % (8, 10, 12, 15, 18, 22, ...)."""
     if rows <= 8:
         return rows
     b = 8
