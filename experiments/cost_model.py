@@ -5,8 +5,8 @@ attention as the engine runs it) for random-weight models of the shipped archite
 (Llama text decoder of the tiny Idefics3, head_dim 64, MLP 4x) scaled to about 5M, 50M,
 300M and 1B parameters, as a function of the rows in the step and the KV length per page.
 Measured elsewhere, read from a benchmark's JSON (`experiments/bench_latency.py` or `bench_engine.py`
-on the trained model, cold drafts): per strategy the median critical-path steps per page,
-the rows a page puts in a step (`rows_per_step`: streams + draft nodes) and the drafting
+on the trained model, cold drafts): per strategy the mean critical-path steps per page (the
+median in files older than mean_steps), the rows a page puts in a step (`rows_per_step`: streams + draft nodes) and the drafting
 seconds per page (drafted in worker processes: their CPU seconds, `draft_cpu_s`; drafted
 first: `phases_per_page_s` draft; stage 1 is model steps, already in the steps).
 
@@ -15,6 +15,9 @@ Projection, per strategy s and model size m, C pages in flight:
     decode s/page     = steps_s * step(m, C * rows_s, kv) / C
     pages/s           = 1 / (decode s/page + draft s/page)   (drafting before decoding, as today)
     pages/s pipelined = 1 / max(decode s/page, draft s/page)  (drafting concurrent, separate cores)
+Each run's own check of a cost model against its measured pages/s is `projected_pages_per_s`
+in its summary.json (treedec/cost_model.py: prefills, crops, stage 1 and the engine's own time
+included); this script projects across sizes and leaves those out.
 It assumes: accepted lengths and steps do not change with model size (a larger model that
 reads better would accept more), drafting cost does not depend on the model, the step
 time of C pages at the page's mean rows stands for the real mix, no prefill cost (one
@@ -121,7 +124,9 @@ def strategies_from(benches: list[Path], concurrency: int | None) -> dict[str, d
             # drafting's cost per page: where pages were drafted in worker processes, the workers'
             # CPU seconds (the run's phase "draft" is then only the engine's wait); else the phase
             cpu = r.get("draft_cpu_s")
-            out[r["strategy"]] = {"steps": r["median_steps"], "rows_per_step": r.get("rows_per_step") or 1.0,
+            # throughput follows the mean steps, not the median (issue 32.4); older files without it: the median
+            out[r["strategy"]] = {"steps": r.get("mean_steps") or r["median_steps"],
+                                  "rows_per_step": r.get("rows_per_step") or 1.0,
                                   "draft_s": cpu / r["pages"] if cpu else ph.get("draft", 0.0),
                                   "draft_s_from": "worker CPU s" if cpu else "phase draft",
                                   "measured_pages_per_s": r.get("pages_per_s"), "concurrency": level}

@@ -2,13 +2,12 @@
 # The wheels the GPU machine lacks for `python -m treedec train` (its image: Python 3.12, torch
 # 2.11 + CUDA, transformers 5.17, tokenizers, safetensors, numpy, pillow, matplotlib, tqdm, rich;
 # no Hydra, OmegaConf, Levenshtein or apted: .library/device/KINDS.md), downloaded here into .whl/
-# (ignored through .git/info/exclude) at the versions this venv runs, transformers included, so
+# (ignored: .gitignore) at the versions this venv runs, transformers included, so
 # the machine trains with the code tested here. Carry .whl in the device call
 # (experiments/device_train_v2.sh installs them first). About 15 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 rm -rf .whl && mkdir -p .whl
 pins=$($PY - <<'PYEOF'
 from importlib.metadata import version

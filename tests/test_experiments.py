@@ -37,7 +37,7 @@ def _untimed(obj):
     where it was written, at any depth."""
     if isinstance(obj, dict):
         return {k: _untimed(v) for k, v in obj.items()
-                if k not in ("meta", "sweeps", "throughput_ratio", "p95_ratio")
+                if k not in ("meta", "sweeps", "throughput_ratio", "p95_ratio", "projection_error", "cpu_share")
                 and not k.removesuffix("_vs_baseline").endswith("_s")}
     return [_untimed(v) for v in obj] if isinstance(obj, list) else obj
 

@@ -14,7 +14,7 @@ from conftest import ROOT
 from test_run import PAGES, TINY
 from treedec import store
 
-TIMING = {"throughput_ratio", "p95_ratio", "meta"}  # and every key ending in _s (seconds, per second)
+TIMING = {"throughput_ratio", "p95_ratio", "meta", "projection_error", "cpu_share"}  # and every key ending in _s
 
 
 def _figures(obj):

@@ -153,6 +153,11 @@ def _task(command: str):
                 if found is not None:
                     print(f"done, not rerun: {found} (+force=true recomputes)")
                     return
+            if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
+                summary = _in_fresh_process(command, list(hc.overrides.task), hc.runtime.output_dir)  # for those before it
+                if job is not None:
+                    job.record(summary)
+                return
             module = importlib.import_module(f"treedec.commands.{command}")
             if cfg.get("seed") is not None:
                 _seed(int(cfg.seed))
@@ -175,6 +180,20 @@ def _task(command: str):
             _fail(str(e))
 
     return task
+
+
+def _in_fresh_process(command: str, overrides: list[str], out: str) -> dict:
+    """Run one job of a sweep as `python -m treedec COMMAND overrides out=OUT` in a new process
+    and return the summary it wrote (docs/forced.md, 'Fair timing')."""
+    import json
+    import subprocess
+
+    args = [o for o in overrides if o.lstrip("+").partition("=")[0] != "out"] + [f"out='{out}'"]  # quoted: job folders hold '='
+    rc = subprocess.run([sys.executable, "-m", "treedec", command, *args]).returncode
+    summary = Path(out) / "summary.json"
+    if rc != 0 or not summary.is_file():
+        raise UserError(f"the job {' '.join(args)} failed in its own process (exit {rc})")
+    return json.loads(summary.read_text(encoding="utf-8"))
 
 
 def _stored() -> tuple[str, ...]:

@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator
 
 from treedec.data.synth import Sample
+from treedec.engine import pass_log
 from treedec.engine.engine import PENDING
 from treedec.errors import UserError
 from treedec.models.vlm import VLM
@@ -52,10 +53,11 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
             warmup_s = time.perf_counter() - t
     passes = runtime.forward_passes  # a running total: this run's are what it adds
     clock = PhaseClock()
-    records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight)
+    with pass_log.recording() as log:  # the engine's passes (treedec.cost_model)
+        records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight)
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
                      runtime.figures(), dict(clock.totals), warmup_s, None, runtime.name, runtime.notes(strategy),
-                     before_s)
+                     before_s, log if log.steps + log.prefills else None)
 
 
 def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:

@@ -38,9 +38,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "median_root_steps": float(np.median([r.root_steps for r in recs])) if recs else None,
         "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
         "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
-        # rows a page puts in a step it takes part in: its streams' pending tokens and draft nodes
-        "rows_per_step": (sum(len(t) for r in recs for t in r.timeline) + sum(r.drafted for r in recs))
-        / sum(steps) if steps else None,
+        "rows_per_step": rows_per_step(res, steps),
         "generated_tokens": int(sum(r.generated for r in recs)),
         "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
         "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
@@ -54,8 +52,32 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "wall_s": res.wall_s, "warmup_s": res.warmup_s, "drafts": res.drafts,
         **phase_figures(res),
         **draft_cost_figures(res),
+        **projection_figures(res),
         **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step
     }
+
+
+def rows_per_step(res: RunResult, steps: list[int]) -> float | None:
+    """Rows a page puts in a step it takes part in (its streams' pending tokens and draft nodes):
+    from the engine's passes where it logged them (every engine of the run: HSD's stage 1 and
+    the crops' rows with their steps, which the pages' steps count), else from the pages' timelines."""
+    log = res.passes
+    if log is not None and log.steps:
+        return log.step_rows / sum(steps) if steps else None  # so that pages x mean steps x rows_per_step = all rows
+    recs = [r for r in res.records if r.steps]
+    return (sum(len(t) for r in recs for t in r.timeline) + sum(r.drafted for r in recs)) / sum(steps) if steps else None
+
+
+def projection_figures(res: RunResult) -> dict[str, Any]:
+    """`projected_pages_per_s` beside `pages_per_s`, and its parts (`cost_model`), where the run was calibrated."""
+    if res.projection is None:
+        return {}
+    p = res.projection
+    pages = sum(1 for r in res.records if r.steps)
+    measured = pages / res.wall_s if res.wall_s else None
+    return {"projected_pages_per_s": p["projected_pages_per_s"],
+            "projection_error": p["projected_pages_per_s"] / measured - 1 if measured and p["projected_pages_per_s"]
+            else None, "cost_model": p["cost_model"]}
 
 
 def page_latencies(res: RunResult) -> tuple[list[float], list[float]]:

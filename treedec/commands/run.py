@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
+from treedec.cost_model import calibrate, project
 from treedec.commands.run_inputs import (check_some_readable, documents_of, flagged_line, input_figures, interrupted,
                                          model_notes, page_views)
 from treedec.data import open_dataset
@@ -102,8 +103,13 @@ def _run(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_
     them) and writes its outputs: the pass whose pages `on_record` writes as they finish
     (embedded runtime) times that as its phase "write"; any other pass is charged the time to
     write its outputs into a scratch folder."""
-    res = _decode(strategy_cfg, vlm, samples, cfg, level, progress, on_record)
-    return res if on_record and res.phases.get("write") else charge_write(res)
+    strategy = build_strategy(strategy_cfg, vlm.tokenizer)
+    res = _decode(strategy, vlm, samples, cfg, level, progress, on_record)
+    res = res if on_record and res.phases.get("write") else charge_write(res)
+    if res.passes is not None and cfg.get("cost_model", True):  # projected_pages_per_s (treedec.cost_model)
+        costs = calibrate(vlm, strategy.mode, samples, res.passes, level, float(cfg.runtime.get("dense_waste", 4.0)))
+        res.projection = project(res.passes, costs, sum(1 for r in res.records if r.steps), res.wall_s)
+    return res
 
 
 def charge_write(res: RunResult) -> RunResult:
@@ -122,9 +128,8 @@ def write_seconds(res: RunResult) -> float:
         return time.perf_counter() - t
 
 
-def _decode(strategy_cfg, vlm, samples, cfg, level: int, progress: bool, on_record=None) -> RunResult:
+def _decode(strategy, vlm, samples, cfg, level: int, progress: bool, on_record=None) -> RunResult:
     """One pass on the configured runtime (`runtime=embedded|vllm`) with `level` pages in flight."""
-    strategy = build_strategy(strategy_cfg, vlm.tokenizer)
     runtime = make_runtime(OmegaConf.merge(cfg.runtime, {"max_pages": level}), checkpoint_path(cfg.model))
     return run_strategy(runtime, vlm, strategy, samples, progress=progress,
                         cold_drafts=bool(cfg.get("cold_drafts", True)), on_record=on_record)
@@ -223,7 +228,8 @@ def main(cfg, out: RunOutput) -> dict:
 
 
 # the report's by-concurrency table: what a person compares across levels (summary.json has every figure)
-LEVEL_COLUMNS = ("concurrency", "strategy", "pages", "median_steps", "forward_passes", "pages_per_s", "p95_latency_s",
+LEVEL_COLUMNS = ("concurrency", "strategy", "pages", "median_steps", "forward_passes", "pages_per_s",
+                 "projected_pages_per_s", "p95_latency_s",
                  "median_latency_s", "same_text", "steps_ratio", "throughput_ratio", "p95_ratio")
 
 

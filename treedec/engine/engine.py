@@ -19,6 +19,7 @@ from treedec.engine.draft import DraftTree, StreamState, Verdict
 from treedec.engine.forced import ForcedChoice
 from treedec.engine.kv import KVArena
 from treedec.engine.limits import PageLimits
+from treedec.engine import pass_log
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
 from treedec.engine.step_attention import AttentionStats, Span, dense_mask, page_batch, page_sizes, page_slots
@@ -166,10 +167,12 @@ class Engine:
         root = page.graph.root(prompt.ids, label="root")
         if self._forced:  # the strategy's target of the sample's ground truth
             page.forced = ForcedChoice.of(self.policy, sample, prompt.ids)
+        t_forward = pass_log.clock()
         if self._hidden:
             logits, kv, page.hidden[root.id] = self.model.prefill(prompt, hidden=True)
         else:
             logits, kv = self.model.prefill(prompt)
+        forward = pass_log.since(t_forward)
         self.forward_passes += 1
         page.slots[root.id] = self.arena.add_prefill(kv, page.pid)
         page.anc[root.id] = torch.empty(0, dtype=torch.long)
@@ -177,9 +180,12 @@ class Engine:
         page.timeline.append([root.id])
         self.active.append(page)
         self._emit(page, root.id, logits)
+        if (log := pass_log.current()) is not None:
+            log.add_prefill(len(prompt.ids), forward, time.perf_counter() - page.t_admit)
 
     # ------------------------------------------------------------------ one step
     def _step(self) -> None:
+        t_step = time.perf_counter()
         pending = [(page, s.id, len(page.slots[s.id])) for page in self.active for s in page.graph.live()
                    if len(page.slots[s.id]) < len(s.tokens)]
         if not pending:
@@ -221,11 +227,14 @@ class Engine:
         if self._use_blocks(spans, real, n_new * (base + n_new)):
             pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
             self.attention_stats.add(real, pages.padded, len(pages.buckets))
+            attn, t_forward = pages.padded, pass_log.clock()
             out = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep), pages=pages, **extra)
         else:
             self.attention_stats.add(real, n_new * (base + n_new))
-            out = self.model.step(ids, pos, dense_mask(spans, base, n_new), self.arena.cache,
-                                  keep=torch.tensor(keep), **extra)
+            mask = dense_mask(spans, base, n_new)
+            attn, t_forward = n_new * (base + n_new), pass_log.clock()
+            out = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep), **extra)
+        forward = pass_log.since(t_forward)
         logits, hidden = out if self._hidden else (out, None)
         self.forward_passes += 1
         touched: dict[int, list[int]] = {}
@@ -253,6 +262,8 @@ class Engine:
                 page.steps += 1
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
+        if (log := pass_log.current()) is not None:
+            log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step)
 
     def _use_blocks(self, spans: list[Span], real: int, dense: int) -> bool:
         if not self._blocks or spans[0].page == spans[-1].page:  # one page: the dense mask is its block

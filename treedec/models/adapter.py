@@ -53,6 +53,7 @@ class CausalLMAdapter:
         text = getattr(model.config, "text_config", model.config)
         self.text_config = text
         self.dtype = next(model.parameters()).dtype
+        self.device = next(model.parameters()).device  # inputs go there (the engine builds them on the CPU)
 
     def new_cache(self):
         from transformers import DynamicCache
@@ -64,9 +65,10 @@ class CausalLMAdapter:
         """Logits after the last prompt token [V] and the prompt's KV per layer; with `hidden`,
         also the last token's last-layer hidden state [H] (see `capture_hidden`)."""
         cache = self.new_cache()
-        ids = torch.tensor([prompt.ids], dtype=torch.long)
+        ids = torch.tensor([prompt.ids], dtype=torch.long, device=self.device)
+        inputs = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in prompt.inputs.items()}
         with capture_hidden(self.model, hidden) as cap:
-            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **prompt.inputs)
+            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
         kv = [(layer.keys, layer.values) for layer in cache.layers]
         if hidden:
             return out.logits[0, -1].float(), kv, cap.rows[0, -1].float()
@@ -86,6 +88,9 @@ class CausalLMAdapter:
         `hidden`, returns (logits, the kept rows' last-layer hidden states [len(keep), H]). With
         `placeholders` (`treedec.models.placeholders`), ids from the vocabulary's size on are
         placeholder rows: embedded and adapted by them, no other row changed."""
+        dev = self.device
+        ids, positions = ids.to(dev), positions.to(dev)
+        keep = keep.to(dev) if keep is not None else None
         rows = ids >= placeholders.cfg.vocab if placeholders is not None else None
         if rows is not None and rows.any():
             inputs = {"inputs_embeds": placeholders.embed_ids(self.model.get_input_embeddings(), ids)[None]}
@@ -95,8 +100,8 @@ class CausalLMAdapter:
         with capture_hidden(self.model, hidden) as cap, adapted:
             if pages is None:
                 out = self.model(**inputs, position_ids=positions[None],
-                                 attention_mask=mask[None, None].to(self.dtype), past_key_values=cache, use_cache=True,
-                                 logits_to_keep=keep if keep is not None else 0)
+                                 attention_mask=mask[None, None].to(dev, self.dtype), past_key_values=cache,
+                                 use_cache=True, logits_to_keep=keep if keep is not None else 0)
             else:
                 from treedec.models.attention import register
 
@@ -105,7 +110,7 @@ class CausalLMAdapter:
                 try:
                     out = self.model(**inputs, position_ids=positions[None], attention_mask=None,
                                      past_key_values=cache, use_cache=True,
-                                     logits_to_keep=keep if keep is not None else 0, pages=pages)
+                                     logits_to_keep=keep if keep is not None else 0, pages=pages.to(dev))
                 finally:
                     self.text_config._attn_implementation = before
         if hidden:

@@ -103,7 +103,25 @@ def vision_tokens(image: Image.Image) -> int:
 
 
 class ForcedAdapter(CausalLMAdapter):
+    """The decoder's adapter, on the model's device (the engine's tensors are moved there). Every
+    forward waits for the device to finish, as a model whose next tokens are read each step does:
+    the forced engine never reads the logits, and an unsynchronized GPU would run behind the clock."""
     forced = True
+
+    def prefill(self, prompt: Prompt, hidden: bool = False):
+        out = super().prefill(prompt, hidden)
+        _sync(self.device)
+        return out
+
+    def step(self, *args, **kwargs):
+        out = super().step(*args, **kwargs)
+        _sync(self.device)
+        return out
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class ForcedModel:
@@ -114,7 +132,8 @@ class ForcedModel:
     directory: Path | None = None
     pages: dict | None = None
 
-    def __init__(self, size: str, vision_tokens: int | None = None, seed: int = 0, dtype: str = "float32"):
+    def __init__(self, size: str, vision_tokens: int | None = None, seed: int = 0, dtype: str = "float32",
+                 device: str | None = None):
         from transformers import Qwen3Config, Qwen3ForCausalLM
 
         if size not in SIZES:
@@ -133,8 +152,15 @@ class ForcedModel:
                           tie_word_embeddings=True, pad_token_id=self.tokenizer.pad_id,
                           bos_token_id=self.tokenizer.bos_id, eos_token_id=self.tokenizer.eos_id)
         cfg._attn_implementation = "sdpa"
+        try:
+            dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        except RuntimeError as e:
+            raise UserError(f"model.device={device!r}: {e}") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise UserError(f"model.device={device!r}, but torch sees no CUDA device")
         torch.manual_seed(seed)
-        self.model = Qwen3ForCausalLM(cfg).to(getattr(torch, dtype)).eval()
+        with dev:  # weights made where they run (1.5b: 6 GB in float32)
+            self.model = Qwen3ForCausalLM(cfg).to(getattr(torch, dtype)).eval()
 
     def prompt(self, image: Image.Image, mode: str) -> Prompt:
         if mode not in MODES:

@@ -55,6 +55,9 @@ class Bucket:
     def padded(self) -> int:
         return self.mask.shape[0] * self.mask.shape[2] * self.mask.shape[3]
 
+    def to(self, device: torch.device) -> "Bucket":
+        return Bucket(*(t.to(device) for t in (self.rows, self.keys, self.mask, self.valid)))
+
 
 @dataclass
 class PageBatch:
@@ -62,6 +65,12 @@ class PageBatch:
     buckets: list[Bucket]
     real: int  # score elements: sum over pages of rows x keys
     padded: int  # score elements handed to the kernels
+
+    def to(self, device: torch.device) -> "PageBatch":
+        """The same batch with its tensors on `device` (itself where they are there)."""
+        if self.buckets and self.buckets[0].rows.device == torch.device(device):
+            return self
+        return PageBatch([b.to(device) for b in self.buckets], self.real, self.padded)
 
     @classmethod
     def build(cls, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],

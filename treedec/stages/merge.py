@@ -23,6 +23,11 @@ def merged(main: RunResult, clock: PhaseClock, stages: list[RunResult], before_s
     notes = list(dict.fromkeys(n for r in [*stages, main] for n in r.notes))
     main.wall_s, main.phases, main.notes = clock.span, phases, notes
     main.forward_passes += sum(r.forward_passes for r in stages)
+    for r in stages:  # the cost model's counts: every stage's passes (HSD's stage 1, the crops' reads)
+        if r.passes is not None:
+            if main.passes is None:
+                main.passes = type(r.passes)()
+            main.passes += r.passes
     main.before_s += before_s
     main.drafts = drafts
     return main

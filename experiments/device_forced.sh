@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Issue 32's table on a GPU in one call (issue 32.6): the forced sweep (experiments/sweeps/forced.yaml:
+# sequential, padoc, table_rows, crops, hsd, padoc_hsd at 16 and 1 pages in flight, each job in a
+# process of its own) on the 12 OmniDocBench demo pages at each of SIZES (default 0.5b 1.5b) in
+# DTYPE (default bfloat16) on DEVICE (default cuda), embedded engine; then experiments/forced_table.py:
+# $OUT/forced_table.json and forced_table.png (median and mean steps, accepted tokens per step,
+# pages/s measured and projected, P95 latency, ratios to sequential at the same size and level),
+# $OUT/compare-SIZE.md (treedec compare's table) and $OUT/device_forced.log.
+# The machine has no network: everything comes with the working tree. Here, first:
+#   bash scripts/device_wheels.sh                                  # .whl/: Hydra, OmegaConf, ... (~15 MB)
+#   DEMO_ONLY=1 OUT=/tmp/x bash experiments/device_forced.sh       # .demo/ (the pages) and .drafts/ (their drafts)
+# then the device tool's run with command "bash experiments/device_forced.sh", carry [".whl", ".demo", ".drafts"].
+# HSD's drafts there are the pipeline OCR's readings of the pages made here (its packages, OpenCV and
+# ONNX Runtime, are more than a call can carry): they come from the draft cache, so hsd's and
+# padoc_hsd's pages/s there leave drafting out (labelled in the table's JSON: drafts=precomputed);
+# drafting's cost per page is measured by the CPU runs (docs/forced.md).
+# On CPU, to check the script: SKIP_WHEELS=1 PYTHON=/path/to/venv/python DEVICE=cpu SIZES=1m PAGES=2 \
+#   VISION_TOKENS=16 OUT=/tmp/o bash experiments/device_forced.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?OUT: the folder whose files come back (the device tool sets it)}
+PY=${PYTHON:-python3}
+DEMO_SRC=${DEMO_SRC:-../shared/omnidocbench_demo}
+if [ -n "${DEMO_ONLY:-}" ]; then  # here: the pages and their drafts, into folders .gitignore ignores (carry them)
+  rm -rf .demo .drafts && cp -r "$DEMO_SRC" .demo && rm -rf .demo/predictions_md && mkdir .drafts
+  $PY - "${DRAFTS_FROM:-$HOME/.cache/treedec/drafts}" <<'PYEOF'
+import shutil, sys
+from treedec.data import open_dataset
+from treedec.ocr.cache import draft_pages, lookup
+from treedec.ocr.pipeline import PipelineConfig
+pages = list(open_dataset({"name": "omnidocbench", "root": ".demo", "json": None, "limit": None}))
+tag = PipelineConfig().tag()
+for p in pages:  # drafts made before (the default cache): copied; the others drafted now
+    path, page = lookup(sys.argv[1], p, tag)
+    if page is not None:
+        shutil.copy(path, ".drafts/")
+print(f"{len(draft_pages(pages, '.drafts', progress=False))} pages' drafts in .drafts/")
+PYEOF
+  du -sh .demo .drafts
+  exit 0
+fi
+if [ -z "${SKIP_WHEELS:-}" ]; then
+  [ -d .whl ] || { echo "no .whl/: run scripts/device_wheels.sh here and carry .whl" >&2; exit 2; }
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -d .demo ] || { echo "no .demo/: run DEMO_ONLY=1 here first and carry .demo and .drafts" >&2; exit 2; }
+# this checkout's treedec first, for the scripts run by path too (a venv may hold another checkout's, editable)
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 TREEDEC_DRAFT_CACHE=$PWD/.drafts OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+SIZES=${SIZES:-0.5b 1.5b}
+DTYPE=${DTYPE:-bfloat16}
+DEVICE=${DEVICE:-cuda}
+WORK=${WORK:-/tmp/treedec-forced}
+mkdir -p "$OUT" "$WORK"
+LOG="$OUT/device_forced.log"
+: > "$LOG"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$LOG"
+$PY -c "import torch, transformers, hydra, omegaconf, Levenshtein, apted, treedec.cli
+print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)" \
+  2>&1 | tee -a "$LOG"
+extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_drafts=false)
+[ -n "${PAGES:-}" ] && extra+=(data.limit="$PAGES")
+[ -n "${VISION_TOKENS:-}" ] && extra+=(model.vision_tokens="$VISION_TOKENS")
+[ -n "${LEVELS:-}" ] && extra+=(runtime.max_pages="$LEVELS")
+[ -n "${THREADS:-}" ] && extra+=(runtime.threads="$THREADS")
+sweeps=()
+for size in $SIZES; do
+  start=$(date +%s)
+  echo "== size $size: ${extra[*]}" | tee -a "$LOG"
+  $PY experiments/sweep.py forced model.size="$size" "${extra[@]}" out="$WORK/forced-$size" >> "$LOG" 2>&1 \
+    || { echo "size $size: the sweep failed (its log: $LOG)" | tee -a "$LOG"; tail -n 20 "$LOG"; exit 1; }
+  echo "size $size: $(( $(date +%s) - start )) s" | tee -a "$LOG"
+  cp "$WORK/forced-$size-compare/compare.md" "$OUT/compare-$size.md"
+  sweeps+=(--sweep "$size=$WORK/forced-$size")
+done
+$PY experiments/forced_table.py "${sweeps[@]}" --out "$OUT" 2>&1 | tee -a "$LOG"
+$PY - "$OUT/forced_table.json" "$DTYPE" "$DEVICE" <<'PYEOF'
+import json, sys
+path, dtype, device = sys.argv[1:]
+data = json.load(open(path))
+data.update({"dtype": dtype, "device": device, "engine": "embedded", "drafts": "precomputed: the pipeline OCR's, "
+             "made before the call (hsd and padoc_hsd pages/s leave drafting out)"})
+json.dump(data, open(path, "w"), indent=1)
+PYEOF
+ls -l "$OUT"

@@ -1,0 +1,195 @@
+"""The cost model, checked against measurement in every run: `projected_pages_per_s` beside
+`pages_per_s` (issue 32.4).
+
+A run's wall time, split by what decides it:
+
+    wall   = model + engine + other
+    model  = sum over row counts r of steps(r) x t(r)       (the forwards of every step; r: rows and pages)
+           + p x prefill tokens + q x prefill attention      (every prefill: pages, crops, stage 1)
+    t(r)   = a step's time at r's rows and pages and the run's mean keys there: timed for the
+             buckets most steps had; for the others a + b x rows + c x attention, fitted on a grid
+    engine = the engine's own time in its passes outside the forwards (drafting per step, an
+             MTP head, acceptance, bookkeeping), measured
+    other  = everything outside the engine's passes (reading pages, drafting before decoding,
+             writing), measured
+
+The counts (steps by rows, attention score elements, prefill tokens; `treedec.engine.pass_log`)
+are the run's own, every engine of the run included (HSD's stage 1, the crops' engines); under
+a forced model they do not depend on the model's size. The times are calibrated in the same
+process right after the run (`calibrate`: 5 % of the run's forward time, 2 to 60 s): forwards
+of the run's model on a random KV arena, and prefills of the run's own first page prompts
+(which hold the vision encoder where the model has one), called in turn, round after round,
+so that a burst of load falls on all of them. A step's time is not linear in its rows (on
+this CPU a 1M model's step of 2 or 3 rows costs more than one of 4), hence the timed row counts.
+
+So `projected_pages_per_s` checks the step-cost model against the real forwards: the engine
+and other times are measured, and the projection's error is the model's (`model_s` projected
+against `model_measured_s`, both in `cost_model`). On a CPU the times are counted in the
+process's CPU seconds (`model_work_s` against `model_work_measured_s`), which a shared
+machine's other processes stretch less than wall seconds, and turned into wall seconds by the
+run's share of the CPU over its forwards (`cpu_share`, measured); on a GPU, in wall seconds.
+To project another size or machine, keep the counts and the measured engine and other
+seconds, and calibrate the times there. The calibration's seconds are `calibration_s`, not in `wall_s`.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from treedec.engine.pass_log import PassLog
+
+STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
+TIMED_BUCKETS = 8  # the (rows, pages) buckets (PassLog.by_rows) with the most steps, each timed
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _clock(device: torch.device):
+    """What a cost is counted in: a GPU's wall seconds; on a CPU, the process's CPU seconds, which
+    other processes on a shared machine do not stretch (its wall seconds they do, by the run's
+    share of the CPU, measured over its forwards: `project`)."""
+    return time.perf_counter if device.type == "cuda" else time.process_time
+
+
+def _timed(probes: list, device: torch.device, budget_s: float, rounds: int = 3) -> list[float]:
+    """Median seconds (`_clock`'s) of each of `probes` (callables), called in turn, round after
+    round, for at least `rounds` rounds and `budget_s` wall seconds (after one untimed round): a
+    burst of load on a shared machine then falls on every probe alike, not on one."""
+    clock, times = _clock(device), [[] for _ in probes]
+    for fn in probes:
+        fn()
+    t0 = time.perf_counter()
+    while len(times[0]) < rounds or time.perf_counter() - t0 < budget_s:
+        for fn, ts in zip(probes, times):
+            _sync(device)
+            t = clock()
+            fn()
+            _sync(device)
+            ts.append(clock() - t)
+    return [statistics.median(ts) for ts in times]
+
+
+def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
+    """Least-squares coefficients of t = x . coef (minimum norm where the points do not tell them apart)."""
+    coef, *_ = np.linalg.lstsq(np.array(xs, dtype=float), np.array(ts, dtype=float), rcond=None)
+    return [float(c) for c in coef]
+
+
+def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float):
+    """(one step as a callable, attention elements it hands to the kernels): `pages` pages of
+    `keys` KV slots each, `rows` rows in all, with the engine's choice of dense or page-blocked
+    attention (blocked once the dense mask would hand over `dense_waste` x the real elements)."""
+    from treedec.engine.kv import KVArena
+    from treedec.engine.step_attention import Span, dense_mask, page_batch, page_slots
+
+    cfg = adapter.text_config
+    dev = next(adapter.model.parameters()).device
+    per = [rows // pages + (p < rows % pages) for p in range(pages)]  # rows per page, `rows` in all
+    arena = KVArena()
+    shape = (1, cfg.num_key_value_heads, pages * keys, cfg.head_dim)
+    with torch.inference_mode():
+        for layer in range(cfg.num_hidden_layers):
+            arena.cache.update(torch.randn(shape, dtype=adapter.dtype, device=dev),
+                               torch.randn(shape, dtype=adapter.dtype, device=dev), layer)
+    for p in range(pages):
+        arena.reserve(keys, p)
+    base = arena.size
+    slots = page_slots(arena.owner, base)
+    starts = [sum(per[:p]) for p in range(pages)]
+    spans = [Span(p, starts[p], per[p], None, slots[p]) for p in range(pages) if per[p]]
+    n = rows
+    ids = torch.randint(10, cfg.vocab_size, (n,))
+    pos = torch.cat([torch.arange(keys, keys + r) for r in per])
+    keep = torch.arange(n)
+    blocked = pages > 1 and pages > dense_waste
+    batch = page_batch(spans, slots, base) if blocked else None
+    mask = None if blocked else dense_mask(spans, base, n)
+
+    def step():
+        adapter.step(ids, pos, mask, arena.cache, keep=keep, pages=batch) if blocked else \
+            adapter.step(ids, pos, mask, arena.cache, keep=keep)
+        for layer in arena.cache.layers:  # back to the arena before the step
+            layer.size = base
+            layer._views()
+
+    return step, batch.padded if blocked else n * (base + n)
+
+
+def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = 4.0,
+              budget_s: float | None = None) -> dict[str, Any]:
+    """The step times t(r) and costs a, b, c (steps), p, q (prefills) of `log`'s model on this machine, now
+    (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in
+    flight. `budget_s`: how long to time (default: 5 % of the run's forwards, 2 to 60 s)."""
+    t0 = time.perf_counter()
+    adapter = vlm.adapter()
+    dev = next(adapter.model.parameters()).device
+    costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}
+    probes, kinds = [], []
+    def add_step(kind: str, pages_: float, rows_: float, keys_: float, **extra) -> None:
+        P = max(1, min(pages, round(pages_), round(rows_)))
+        r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if P > dense_waste else P)))
+        fn, attn = step_probe(adapter, P, r, k, dense_waste)
+        probes.append(fn)
+        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "attention": attn, **extra}))
+
+    if log.steps:  # the row counts most steps had, each at its steps' mean pages and keys; a grid for the rest
+        for b, (n, pg, rw, at) in sorted(log.by_rows.items(), key=lambda kv: -kv[1][0])[:TIMED_BUCKETS]:
+            add_step("bucket", pg / n, rw / n, at / rw, bucket=b)
+        rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
+        if len(log.by_rows) > TIMED_BUCKETS:
+            for fr, fk in STEP_GRID:
+                add_step("step", P, fr * rows, fk * keys)
+    if log.prefills:
+        for s in samples:
+            if getattr(s, "image", None) is not None:
+                prompt = vlm.prompt(s.image, mode)
+                probes.append(lambda pr=prompt: adapter.prefill(pr))
+                kinds.append(("prefill", {"tokens": len(prompt.ids)}))
+            if sum(k == "prefill" for k, _ in kinds) == 3:
+                break
+    budget = budget_s if budget_s is not None else min(60.0, max(2.0, 0.05 * log.forward_s))
+    times = _timed(probes, dev, budget) if probes else []
+    steps = [(d, t) for (k, d), t in zip(kinds, times) if k == "step"]
+    costs["bucket_points"] = [{**d, "time_s": t} for (k, d), t in zip(kinds, times) if k == "bucket"]
+    prefills = [(d, t) for (k, d), t in zip(kinds, times) if k == "prefill"]
+    if steps:
+        costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = _fit(
+            [[1.0, d["rows"], d["attention"]] for d, _ in steps], [t for _, t in steps])
+        costs["step_points"] = [{**d, "time_s": t} for d, t in steps]
+    if prefills:
+        costs["per_prefill_token_s"], costs["per_prefill_attention_s"] = _fit(
+            [[d["tokens"], d["tokens"] * (d["tokens"] + 1) / 2] for d, _ in prefills], [t for _, t in prefills])
+        costs["prefill_points"] = [{**d, "time_s": t} for d, t in prefills]
+    costs["calibration_s"] = time.perf_counter() - t0
+    return costs
+
+
+def project(log: PassLog, costs: dict[str, Any], pages: int, wall_s: float) -> dict[str, Any]:
+    """`projected_pages_per_s` and its parts (`cost_model`) for a run of `pages` decoded pages
+    whose passes are `log` and wall time `wall_s`, under `costs` (`calibrate`'s)."""
+    timed = {str(d["bucket"]): d["time_s"] for d in costs.get("bucket_points", [])}
+    rest = [v for b, v in log.by_rows.items() if str(b) not in timed]  # JSON keys are strings
+    work = (sum(v[0] * timed[str(b)] for b, v in log.by_rows.items() if str(b) in timed)
+            + sum(costs.get("per_step_s", 0.0) * v[0] + costs.get("per_row_s", 0.0) * v[2]
+                  + costs.get("per_attention_s", 0.0) * v[3] for v in rest)
+            + costs.get("per_prefill_token_s", 0.0) * log.prefill_tokens
+            + costs.get("per_prefill_attention_s", 0.0) * log.prefill_attn)
+    cpu = costs.get("clock") == "cpu"
+    measured = log.forward_cpu_s if cpu else log.forward_s
+    share = measured / log.forward_s if cpu and log.forward_s else 1.0  # CPU s per wall s over the run's forwards
+    model = work / share if share else work
+    engine = log.engine_s - log.forward_s
+    other = wall_s - log.engine_s
+    wall = model + engine + other
+    return {"projected_pages_per_s": pages / wall if wall > 0 else None,
+            "cost_model": {"model_s": model, "model_measured_s": log.forward_s, "engine_s": engine, "other_s": other,
+                           "projected_wall_s": wall, "wall_s": wall_s, "clock": costs.get("clock"),
+                           "model_work_s": work, "model_work_measured_s": measured, "cpu_share": share if cpu else None,
+                           "counts": log.figures(), "costs": costs}}
