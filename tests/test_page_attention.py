@@ -10,7 +10,7 @@ from treedec.models.adapter import CausalLMAdapter
 from treedec.models.page_attention import buckets_of
 from treedec.strategies.base import STRATEGIES
 
-from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
+from engine_helpers import TOK, ForcedTree, OneAtATime, prompt, tiny_llama
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -40,7 +40,7 @@ class PerPrompt:
         raise AssertionError("unknown page")
 
 
-class Replay:
+class Replay(OneAtATime):
     """Drafts a stream's continuation from a reference run (same page, same stream id),
     its last node wrong, plus a wrong sibling: some nodes accepted, some rejected."""
 

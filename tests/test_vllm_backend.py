@@ -109,7 +109,7 @@ def test_vllm_pages_equal_embedded_pages(both_runtimes, strategy):
         assert all(r.streams > 2 for r in trained), "the fixture should fork (crops: read regions) on its trained pages"
     if strategy == "padoc":
         assert sum(r.extra["cached_prompt_tokens"] for r in vll.records) > 0  # branches reuse the cached prefix
-    if strategy == "crops":
+    elif strategy == "crops":
         assert any("#" in n for n in vll_ids)  # the crops' own run, recorded on both runtimes (compared above)
     else:
         assert all(r.streams == 1 for r in vll.records)
