@@ -191,3 +191,18 @@ def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, wo
         assert abs(sum(run.phases.values()) - run.wall_s) < 1e-3 * run.wall_s + 1e-6
     if workers:  # drafted beside the page decode (no stage 1): the page waited for its own draft only
         assert runs[False].before_s < 0.1 * runs[False].phases["draft"]
+
+
+def test_progress_bars_count_crops_in_stage1_and_stay_out_of_the_warm_up(shipped_page, capsys):
+    """HSD's stage-1 bar counts crops, not pages; the untimed warm-up (one page, the whole
+    strategy) shows no bar of its own: no stray "drafting 1/1"."""
+    from treedec.runtimes.embedded import EmbeddedRuntime
+
+    vlm, samples = shipped_page
+    two = samples + [copy.copy(samples[0])]
+    two[1].name = "again"
+    run_strategy(EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)), vlm,
+                 build_strategy({"name": "hsd"}, vlm.tokenizer), two, progress=True, warmup=True)
+    err = capsys.readouterr().err
+    assert "crop/s" in err or "s/crop" in err, err[-2000:]
+    assert "drafting: 100%" in err and "1/1" not in err, err[-2000:]

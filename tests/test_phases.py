@@ -52,7 +52,7 @@ class FakeRuntime:
     def check(self, vlm, strategy) -> None:
         pass
 
-    def run(self, vlm, strategy, samples, progress=True, warmup=True, on_record=None, in_flight=None):
+    def run(self, vlm, strategy, samples, progress=True, warmup=True, on_record=None, in_flight=None, unit="page"):
         names = [s.name for s in samples if s is not PENDING]
         self.runs.append((strategy.name, names))
         self.t.now += 1.0
@@ -78,7 +78,7 @@ class FakeBefore:
     def __init__(self, t: FakeTime):
         self.t, self.folders = t, []
 
-    def drafted(self, vlm, samples, cache_dir, beside):
+    def drafted(self, vlm, samples, cache_dir, beside, progress):
         assert os.path.isdir(cache_dir) and not os.listdir(cache_dir)  # cold: an empty folder of the run's own
         self.folders.append(cache_dir)
         for s in samples:

@@ -25,13 +25,14 @@ from treedec.strategies.base import Strategy
 
 def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Runtime,
                 progress: bool = True, warmup: bool = True, on_record: Callable[[PageRecord], None] | None = None,
-                in_flight: int | None = None) -> RunResult:
+                in_flight: int | None = None, unit: str = "page") -> RunResult:
     """Decode every sample on `runtime`: reading the pages and their prompts (image
     preprocessing), decoding; `phases` says where the wall time went (treedec.phases). Callers
     holding an engine config write `EmbeddedRuntime(cfg).run(vlm, strategy, samples)`
     (treedec.runtimes.embedded), which comes here. `warmup` first runs the strategy on one page
     untimed (first calls into torch are slow, and a speed ratio must not charge that to
-    whichever runs first); its time is `warmup_s`. `in_flight`: pages decoded at once, instead
+    whichever runs first); its time is `warmup_s`. `unit`: what the progress bar counts (HSD's
+    stage 1: crops). `in_flight`: pages decoded at once, instead
     of the runtime's `max_pages` (a stage of many small pages: crops).
 
     Samples are read lazily: each is read and turned into its prompt only when the engine has
@@ -54,7 +55,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
     passes = runtime.forward_passes  # a running total: this run's are what it adds
     clock = PhaseClock()
     with pass_log.recording() as log:  # the engine's passes (treedec.cost_model)
-        records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight)
+        records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight,
+                                                 unit)
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
                      runtime.figures(), dict(clock.totals), warmup_s, None, runtime.name, runtime.notes(strategy),
                      before_s, log if log.steps + log.prefills else None)
@@ -75,7 +77,7 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
 
 def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Runtime, progress: bool,
             clock: PhaseClock | None = None, on_record: Callable[[PageRecord], None] | None = None,
-            in_flight: int | None = None) -> tuple[dict[str, PageRecord], list[str], float, float]:
+            in_flight: int | None = None, unit: str = "page") -> tuple[dict[str, PageRecord], list[str], float, float]:
     """Records (by name), names in input order, the wall time of the whole (the clock's
     span: taken before the locals are torn down) and the seconds before the runtime started
     decoding."""
@@ -92,7 +94,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Ru
         with clock.phase("draft"):  # vLLM: the drafts known ahead written to its proposer's store
             samples = runtime.prepare(vlm, strategy, samples)
         desc = strategy.name if runtime.name == "embedded" else f"{strategy.name} ({runtime.name})"
-        bar = tqdm(total=total, desc=desc, unit="page", disable=not progress, smoothing=0.1)
+        bar = tqdm(total=total, desc=desc, unit=unit, disable=not progress, smoothing=0.1)
 
         def done(rec: PageRecord) -> None:
             records[rec.name] = rec

@@ -82,7 +82,7 @@ def _before(runtime: Runtime, vlm, before: BeforeDecoding, samples, cache, besid
             clock: PhaseClock, figures: dict) -> tuple[Iterable, list[RunResult], "Waited"]:
     """Drafting and stage 1: (the samples for the page decode, the stage runs made, the drafting
     iterator). Beside decoding without stage 1, the samples come as they are drafted."""
-    drafted = Waited(before.drafted(vlm, samples, cache, beside))
+    drafted = Waited(before.drafted(vlm, samples, cache, beside, progress))
     stage1 = before.stage1(vlm)
     if stage1 is not None:
         return samples, [_stage1(runtime, vlm, before, stage1, drafted, figures, beside, progress, clock)], drafted
@@ -123,7 +123,7 @@ def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, stage1, drafted: Wait
         with clock.phase("draft"):
             items = list(items)
     with clock.phase("stage1"):
-        res = runtime.run(vlm, stage1.strategy, items, progress=progress, warmup=False)
+        res = runtime.run(vlm, stage1.strategy, items, progress=progress, warmup=False, unit="crop")
         read = {r.name: r for r in res.records}
         for d, names in held:
             figures[d.sample.name] = before.use(vlm, d, [read[n] for n in names])

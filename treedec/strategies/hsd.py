@@ -45,12 +45,12 @@ from treedec.tokenizer import Tokenizer
 from treedec.training.examples import snap_box
 
 
-def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None) -> dict:
+def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress: bool = True) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
     from treedec.ocr.cache import draft_pages
 
-    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr)
+    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr, progress=progress)
 
 
 class TwoStages:
@@ -68,7 +68,7 @@ class TwoStages:
         self.workers, self.ahead = options.draft_workers, options.draft_ahead
         self.beside = self.workers > 0 and self.source == "pipeline"
 
-    def drafted(self, vlm, samples, cache_dir: str | None, beside: bool) -> Iterator:
+    def drafted(self, vlm, samples, cache_dir: str | None, beside: bool, progress: bool = True) -> Iterator:
         """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
         drafted in worker processes, `PENDING` while the next draft is not done (`hsd_stream`)."""
         self.drafter.forget()
@@ -76,7 +76,7 @@ class TwoStages:
             for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr):
                 yield item if item is PENDING else self._fitted(vlm, *item)
             return
-        pages = _draft_pages(samples, self.source, cache_dir, self.ocr)
+        pages = _draft_pages(samples, self.source, cache_dir, self.ocr, progress)
         for s in samples:
             yield self._fitted(vlm, s, pages.get(s.name))
 

@@ -41,10 +41,10 @@ class BeforeDecoding(Protocol):
     cache_dir: str | None  # the draft cache folder the config names; None: the run's own (cold: an empty one)
     beside: bool  # pages drafted in worker processes beside the model's runs (the runtime may take them lazily)
 
-    def drafted(self, vlm, samples: Iterable, cache_dir: str | None, beside: bool) -> Iterator:
+    def drafted(self, vlm, samples: Iterable, cache_dir: str | None, beside: bool, progress: bool) -> Iterator:
         """Every sample as `Drafted`, in input order; with `beside`, the engine's `PENDING`
-        between them while the next draft is not done. The strategy's draft source forgets
-        the drafts of an earlier run."""
+        between them while the next draft is not done; `progress`: a bar while drafting (none in a
+        run's untimed warm-up). The strategy's draft source forgets the drafts of an earlier run."""
 
     def stage1(self, vlm) -> Stage1 | None:
         """This run's stage 1 on `vlm`, or None (no stage 1)."""
