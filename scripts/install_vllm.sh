@@ -7,7 +7,9 @@
 # CUDA-linked torchvision/torchaudio/torchcodec, which break even `from vllm import LLM`
 # on CPU torch, so they are removed afterwards; transformers then uses its PIL image
 # processors (treedec's checkpoints name exactly those settings, see
-# treedec/models/serving.py). On a CUDA machine install the `vllm` wheel matching your
+# treedec/models/serving.py). It also pulls triton (999 MB), which has no CPU backend (vLLM
+# prints "Disabling Triton"): removed too, the vLLM tests pass without it (docs/setup.md).
+# On a CUDA machine install the `vllm` wheel matching your
 # torch instead; treedec.runtimes.vllm uses only vLLM's public engine API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,7 @@ elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
 else PY=python3; fi
 echo "install_vllm: into $("$PY" -c 'import sys; print(sys.prefix)')"
 "$PY" -m pip install "torch==2.13.0" -e ".[vllm]"
-"$PY" -m pip uninstall -y torchvision torchaudio torchcodec || true
+"$PY" -m pip uninstall -y torchvision torchaudio torchcodec triton || true
 "$PY" - <<'PY'
 import vllm
 from vllm import LLM, EngineArgs  # noqa: F401  (fails here if a CUDA-linked torchvision is left)
