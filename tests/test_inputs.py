@@ -189,7 +189,10 @@ def test_ctrl_c_keeps_written_pages_and_writes_a_summary(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "treedec", "run", *TINY, "runtime.max_new_tokens=40",
                              "runtime.max_pages=1", "data=images", f"data.root={data}", f"out={out}"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a pytest-xdist worker may ignore SIGINT, and a child inherits an ignored signal (Python
+                            # then installs no KeyboardInterrupt handler): the child gets the default, as from a shell
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 400
     while proc.poll() is None and time.time() < deadline and len(list(out.glob("pages/*.md"))) < 3:
         time.sleep(0.05)
