@@ -14,7 +14,8 @@ import torch
 
 from treedec.engine.engine import Engine, EngineConfig, PageResult
 from treedec.engine.draft import StreamState
-from treedec.models.mtp_head import MTPConfig, base_hash, save_head
+from treedec.models.mtp_head import MTPConfig, save_head
+from treedec.models.tied_weights import base_hash
 from treedec.serialize import parse_flat
 from treedec.strategies.base import Strategy
 from treedec.training.mtp import IGNORE, Rows, train_head

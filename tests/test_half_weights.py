@@ -9,7 +9,8 @@ from safetensors.torch import load_file
 
 from conftest import load_script
 from treedec.errors import UserError
-from treedec.models.mtp_head import MTPConfig, MTPHead, base_hash, load_head, save_head
+from treedec.models.mtp_head import MTPConfig, MTPHead, load_head, save_head
+from treedec.models.tied_weights import base_hash
 from treedec.models.vlm import VLM, VLMSpec
 
 half = load_script("scripts/half_weights.py")

@@ -8,7 +8,8 @@ from treedec.engine.draft import DraftTree
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, capture_hidden
-from treedec.models.mtp_head import MTPConfig, MTPDraftModel, MTPHead, depth_weights, load_head, save_head, base_hash
+from treedec.models.mtp_head import MTPConfig, MTPDraftModel, MTPHead, depth_weights, load_head, save_head
+from treedec.models.tied_weights import base_hash
 from treedec.strategies.base import build_strategy
 from treedec.training.mtp import IGNORE, Rows, train_head
 

@@ -7,22 +7,21 @@ depth 1) and the embedding of the token before the one it predicts:
 feeds depth k + 1. Trained with HPD's progressive weighting (easy-to-hard: the weight of
 depth k grows from 0 to 1 over training, `depth_weights`).
 
-The head records the sha256 of the base weights it was trained on (`base_hash`) and
+The head records the sha256 of the base weights it was trained on (`tied_weights.base_hash`) and
 refuses to load on other weights.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from treedec.errors import UserError
+from treedec.models.tied_weights import TiedFiles, read_tied, save_tied
 
 WEIGHTS, CONFIG = "mtp_head.safetensors", "mtp_head.json"
+FILES = TiedFiles(WEIGHTS, CONFIG, "MTP head", False, "python -m treedec train strategy=hpd")
 
 
 @dataclass
@@ -31,19 +30,6 @@ class MTPConfig:
     intermediate: int = 512
     k: int = 6  # look-ahead depths drafted
     eps: float = 1e-5
-
-
-def base_hash(model: nn.Module) -> str:
-    """sha256 of a model's weights (names, shapes and values rounded to float16, in name
-    order): what a head was trained on. Rounded to half precision, as weights are shipped
-    (scripts/half_weights.py): a model and its fp16-stored copy are the same base."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(str(tuple(t.shape)).encode())
-        t = t.detach().cpu()
-        h.update((t.half() if t.is_floating_point() else t).contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 class MTPHead(nn.Module):
@@ -121,27 +107,12 @@ class MTPDraftModel:
 
 def save_head(head: MTPHead, directory: str | Path, base: str, extra: dict | None = None) -> Path:
     """fp16 safetensors + a JSON of its config, its base model's hash and `extra` figures."""
-    from safetensors.torch import save_file
-
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().half().contiguous() for k, v in head.state_dict().items()}, str(d / WEIGHTS))
-    (d / CONFIG).write_text(json.dumps({"config": asdict(head.cfg), "base_sha256": base, **(extra or {})}, indent=1))
-    return d
+    return save_tied(head, directory, FILES, {"config": asdict(head.cfg), "base_sha256": base, **(extra or {})})
 
 
 def load_head(directory: str | Path, base_model: nn.Module) -> MTPHead:
     """The head in `directory`; a one-line UserError when it was trained on other weights."""
-    from safetensors.torch import load_file
-
-    d = Path(directory)
-    if not (d / CONFIG).is_file() or not (d / WEIGHTS).is_file():
-        raise UserError(f"no MTP head at {d} (train one: python -m treedec train strategy=hpd)")
-    meta = json.loads((d / CONFIG).read_text())
-    have = base_hash(base_model)
-    if meta.get("base_sha256") != have:
-        raise UserError(f"the MTP head at {d} was trained on base weights {str(meta.get('base_sha256'))[:12]}, "
-                        f"not on this model's {have[:12]}: retrain it (python -m treedec train strategy=hpd)")
+    meta, state = read_tied(directory, FILES, base_model)
     head = MTPHead(MTPConfig(**meta["config"]))
-    head.load_state_dict({k: v.float() for k, v in load_file(str(d / WEIGHTS)).items()})
+    head.load_state_dict(state)
     return head.to(next(base_model.parameters()).dtype)

@@ -4,10 +4,9 @@ token's successor. Placeholder j enters as id `vocab + j` and is embedded from `
 low-rank adapters (rank `rank`, on every linear of the decoder layers) act on placeholder
 rows only, so the base model's own rows compute exactly what they compute without them.
 
-Bound to its base model by the sha256 of the base weights (`mtp_head.base_hash`)."""
+Bound to its base model by the sha256 of the base weights (`tied_weights.base_hash`)."""
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,10 +14,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from treedec.errors import UserError
-from treedec.models.mtp_head import base_hash
+from treedec.models.tied_weights import TiedFiles, read_tied, save_tied
 
 WEIGHTS, CONFIG = "placeholders.safetensors", "placeholders.json"
+FILES = TiedFiles(WEIGHTS, CONFIG, "PTP placeholders", True, "python -m treedec train strategy=ptp")
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -81,29 +80,14 @@ class Placeholders(nn.Module):
 
 def save_placeholders(ph: Placeholders, directory: str | Path, base: str, extra: dict | None = None) -> Path:
     """fp16 safetensors + a JSON of the config, the adapted linears, the base hash, `extra`."""
-    from safetensors.torch import save_file
-
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().half().contiguous() for k, v in ph.state_dict().items()}, str(d / WEIGHTS))
-    meta = {"config": asdict(ph.cfg), "linears": ph.names, "base_sha256": base, **(extra or {})}
-    (d / CONFIG).write_text(json.dumps(meta, indent=1))
-    return d
+    return save_tied(ph, directory, FILES, {"config": asdict(ph.cfg), "linears": ph.names, "base_sha256": base,
+                                            **(extra or {})})
 
 
 def load_placeholders(directory: str | Path, base_model: nn.Module) -> Placeholders:
     """The placeholders in `directory`; a one-line UserError when trained on other weights."""
-    from safetensors.torch import load_file
-
-    d = Path(directory)
-    if not (d / CONFIG).is_file() or not (d / WEIGHTS).is_file():
-        raise UserError(f"no PTP placeholders at {d} (train them: python -m treedec train strategy=ptp)")
-    meta = json.loads((d / CONFIG).read_text())
-    have = base_hash(base_model)
-    if meta.get("base_sha256") != have:
-        raise UserError(f"the PTP placeholders at {d} were trained on base weights {str(meta.get('base_sha256'))[:12]}"
-                        f", not on this model's {have[:12]}: retrain them (python -m treedec train strategy=ptp)")
+    meta, state = read_tied(directory, FILES, base_model)
     linears = dict(decoder_linears(base_model))
     ph = Placeholders(PTPConfig(**meta["config"]), [(n, linears[n]) for n in meta["linears"]])
-    ph.load_state_dict({k: v.float() for k, v in load_file(str(d / WEIGHTS)).items()})
+    ph.load_state_dict(state)
     return ph.eval().requires_grad_(False)

@@ -171,7 +171,8 @@ def frozen_base(cfg, what: str) -> tuple[VLM, list[Strategy]]:
 def main(cfg, out) -> dict:
     """Train the MTP head on the frozen model of `model.path` (the shipped one when null);
     written to `out/mtp` (copy it beside the checkpoint as `mtp/` to have it loaded by default)."""
-    from treedec.models.mtp_head import base_hash, save_head
+    from treedec.models.mtp_head import save_head
+    from treedec.models.tied_weights import base_hash
 
     t = cfg.train
     vlm, strategies = frozen_base(cfg, "an MTP head")

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from treedec.data.synth import SynthConfig, generate_page
-from treedec.models.mtp_head import base_hash
 from treedec.models.placeholders import Placeholders, PTPConfig, decoder_linears, save_placeholders
+from treedec.models.tied_weights import base_hash
 from treedec.models.vlm import VLM, pixels
 from treedec.strategies.base import Strategy
 from treedec.training.examples import page_example
