@@ -71,3 +71,22 @@ def test_projection_within_25_percent_of_measurement(samples, strategy):
     costs = {k: v for k, v in cm["costs"].items() if k == "clock" or "prefill" in k}
     blind = project(res.passes, costs, len(samples), res.wall_s)["projected_pages_per_s"]
     assert blind > 1.25 * fig["pages_per_s"]
+
+
+def test_each_engine_logs_to_the_log_its_runtime_hands_it(samples):
+    """No module-level log: two engines in one process, one handed a log and one not, each
+    records its own passes only (the runtime hands the log: `Runtime.decode(..., log)`)."""
+    from treedec.engine import pass_log
+    from treedec.engine.engine import Engine, EngineConfig
+    from treedec.strategies.base import STRATEGIES
+
+    vlm = ForcedModel("1m", vision_tokens=16)
+    strategy = STRATEGIES.get("padoc")(vlm.tokenizer)
+    items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples[:2]]
+    logged, unlogged = pass_log.PassLog(), Engine(vlm.adapter(), strategy, EngineConfig())
+    engine = Engine(vlm.adapter(), strategy, EngineConfig(), log=logged)
+    steps = sum(r.steps for r in engine.run(items[:1]))
+    list(unlogged.run(items))  # runs after: its passes go nowhere
+    assert logged.prefills == 1 and logged.steps == steps - 1 == engine.forward_passes - 1
+    assert unlogged.forward_passes > engine.forward_passes and unlogged.log is None
+    assert not any(isinstance(v, list) for k, v in vars(pass_log).items() if not k.startswith("__"))

@@ -13,8 +13,8 @@ import time
 from typing import Any, Callable, Iterable, Iterator
 
 from treedec.data.synth import Sample
-from treedec.engine import pass_log
 from treedec.engine.engine import PENDING
+from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.vlm import VLM
 from treedec.phases import PhaseClock
@@ -54,9 +54,9 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
             warmup_s = time.perf_counter() - t
     passes = runtime.forward_passes  # a running total: this run's are what it adds
     clock = PhaseClock()
-    with pass_log.recording() as log:  # the engine's passes (treedec.cost_model)
-        records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight,
-                                                 unit)
+    log = PassLog()  # the engine's passes (treedec.cost_model)
+    records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight,
+                                             unit, log)
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
                      runtime.figures(), dict(clock.totals), warmup_s, None, runtime.name, runtime.notes(strategy),
                      before_s, log if log.steps + log.prefills else None)
@@ -77,7 +77,8 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
 
 def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Runtime, progress: bool,
             clock: PhaseClock | None = None, on_record: Callable[[PageRecord], None] | None = None,
-            in_flight: int | None = None, unit: str = "page") -> tuple[dict[str, PageRecord], list[str], float, float]:
+            in_flight: int | None = None, unit: str = "page", log: PassLog | None = None
+            ) -> tuple[dict[str, PageRecord], list[str], float, float]:
     """Records (by name), names in input order, the wall time of the whole (the clock's
     span: taken before the locals are torn down) and the seconds before the runtime started
     decoding."""
@@ -106,7 +107,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Ru
         items = readable_items(samples, lambda s: runtime.prompt(vlm, strategy, s), names, done, clock)
         started = time.perf_counter()  # pages are submitted now: what came before, every page waited for
         try:
-            for r in runtime.decode(vlm, strategy, items, in_flight):
+            for r in runtime.decode(vlm, strategy, items, in_flight, log):
                 done(page_record(r, strategy))
         finally:
             bar.close()

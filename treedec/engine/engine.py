@@ -111,8 +111,9 @@ Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsPro
 
 class Engine:
     def __init__(self, model: CausalLMAdapter, policy: Policy, config: EngineConfig | None = None,
-                 processors: Iterable[Processor] = ()):
+                 processors: Iterable[Processor] = (), log: pass_log.PassLog | None = None):
         self.model, self.policy = model, policy
+        self.log = log  # every prefill and step is added to it (treedec.cost_model); None: not recorded
         self.cfg = config or EngineConfig()
         self.processors = list(processors)
         self.arena = KVArena()
@@ -180,8 +181,8 @@ class Engine:
         page.timeline.append([root.id])
         self.active.append(page)
         self._emit(page, root.id, logits)
-        if (log := pass_log.current()) is not None:
-            log.add_prefill(len(prompt.ids), forward, time.perf_counter() - page.t_admit)
+        if self.log is not None:
+            self.log.add_prefill(len(prompt.ids), forward, time.perf_counter() - page.t_admit)
 
     # ------------------------------------------------------------------ one step
     def _step(self) -> None:
@@ -262,8 +263,8 @@ class Engine:
                 page.steps += 1
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
-        if (log := pass_log.current()) is not None:
-            log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step)
+        if self.log is not None:
+            self.log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step)
 
     def _use_blocks(self, spans: list[Span], real: int, dense: int) -> bool:
         if not self._blocks or spans[0].page == spans[-1].page:  # one page: the dense mask is its block

@@ -1,17 +1,15 @@
 """What a run's forward passes did and cost, for the cost model (`treedec.cost_model`).
 
-The engine adds every pass to the log `recording()` opened (a run opens one; a run inside
-it, HSD's stage 1 or the crops' engines, records into the same): a step (its rows, the
-attention score elements handed to the kernels, the forward's seconds and the whole step's,
-drafting, acceptance and bookkeeping included) or a prefill (its prompt tokens, their causal
-score elements, the forward's seconds and the whole admission's). The counts do not depend on
+The engine adds every pass to the log its runtime hands it (`Engine(..., log=)`: a run makes
+one, `treedec.parse_pages`; a staged strategy's runs are summed, `treedec.stages.merge`): a
+step (its rows, the attention score elements handed to the kernels, the forward's seconds and
+the whole step's, drafting, acceptance and bookkeeping included) or a prefill (its prompt
+tokens, their causal score elements, the forward's seconds and the whole admission's). The counts do not depend on
 the model's size under forcing; the seconds are this machine's."""
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from typing import Iterator
 
 
 @dataclass
@@ -91,27 +89,6 @@ def rows_bucket(rows: int) -> int:
     while b * 1.19 < rows:
         b = round(b * 1.19 + 0.5)
     return b if rows - b < round(b * 1.19 + 0.5) - rows else round(b * 1.19 + 0.5)
-
-
-_active: list[PassLog] = []
-
-
-@contextmanager
-def recording() -> Iterator[PassLog]:
-    """The log the engine's passes go to until the block ends; inside another, that one."""
-    if _active:
-        yield _active[-1]
-        return
-    log = PassLog()
-    _active.append(log)
-    try:
-        yield log
-    finally:
-        _active.pop()
-
-
-def current() -> PassLog | None:
-    return _active[-1] if _active else None
 
 
 def clock() -> tuple[float, float]:

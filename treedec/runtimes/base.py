@@ -19,6 +19,7 @@ from dataclasses import fields
 from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
 from treedec.engine.engine import PageResult
+from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 
 
@@ -46,10 +47,12 @@ class Runtime(Protocol):
     def prompt(self, vlm, strategy, sample) -> Any:
         """What `decode` takes for one readable page."""
 
-    def decode(self, vlm, strategy, items: Iterable[tuple[str, Any, Any]], in_flight: int | None = None
-               ) -> Iterator[PageResult]:
+    def decode(self, vlm, strategy, items: Iterable[tuple[str, Any, Any]], in_flight: int | None = None,
+               log: PassLog | None = None) -> Iterator[PageResult]:
         """`(name, prompt, sample)` items (a lazy iterator, pulled when there is room) decoded,
-        at most `in_flight` pages at once (None: `cfg.max_pages`); results as pages finish."""
+        at most `in_flight` pages at once (None: `cfg.max_pages`); results as pages finish.
+        `log`: where the forward passes are counted and timed for the cost model (the embedded
+        engine adds each to it; a runtime that cannot see its passes leaves it empty)."""
 
     def figures(self) -> dict[str, Any]:
         """Run figures of the last `decode` (the engine's padding waste, vLLM's prefix cache)."""

@@ -7,6 +7,7 @@ from typing import Any, Iterable, Iterator
 
 from treedec.data.synth import Sample
 from treedec.engine.engine import Engine, EngineConfig, PageResult
+from treedec.engine.pass_log import PassLog
 from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.base import config_from
@@ -50,9 +51,10 @@ class EmbeddedRuntime:
     def prompt(self, vlm, strategy: Strategy, sample: Sample):
         return vlm.prompt(sample.image, strategy.mode)
 
-    def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None) -> Iterator[PageResult]:
+    def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None,
+               log: PassLog | None = None) -> Iterator[PageResult]:
         cfg = replace(self.cfg, max_pages=in_flight) if in_flight else self.cfg
-        engine = Engine(vlm.adapter(), strategy, cfg)
+        engine = Engine(vlm.adapter(), strategy, cfg, log=log)
         try:
             yield from engine.run(items)
         finally:
