@@ -3,7 +3,10 @@ padoc) on the same unseen pages, one process.
 
     python experiments/bench_hpd.py [--pages 32] [--seed 1000000] [--concurrency 1 16] [--k 6] [--top 1] [--head DIR]
                                     [--strategies sequential padoc mtp hpd ptp ptp_padoc] [--ptp-k 6]
-                                    [--out runs/bench_hpd]
+                                    [--model DIR] [--out runs/bench_hpd]
+
+`--model DIR`: a checkpoint folder instead of the shipped one (e.g. a copy without its `mtp/`
+folder: PTP runs without the MTP head).
 
 Per strategy: critical-path steps (median, mean; ratio against sequential), accepted per
 step (tokens a stream gains per forward it takes part in: all streams, the root stream,
@@ -26,6 +29,7 @@ import torch
 from omegaconf import OmegaConf
 
 from treedec.data import open_dataset
+from treedec.drafters.mtp import HEAD_DIR
 from treedec.engine.draft_stats import depth_figures
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.evaluate import evaluate_pages
@@ -71,10 +75,11 @@ def main() -> None:
     ap.add_argument("--strategies", nargs="+", default=["sequential", "padoc", "mtp", "hpd"],
                     help="of sequential padoc mtp hpd ptp ptp_padoc (sequential first: the ratios' reference)")
     ap.add_argument("--ptp-k", type=int, default=6, help="PTP placeholders per anchor")
+    ap.add_argument("--model", default=None, help="a checkpoint folder (default: the shipped model)")
     ap.add_argument("--out", default="runs/bench_hpd")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
+    vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": a.model}))
     samples = list(open_dataset({"name": "synth", "pages": a.pages, "seed": a.seed}, model_pages=vlm.pages))
     runs, rate = {}, {}
     for name in a.strategies:
@@ -114,7 +119,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     meta = {"pages": a.pages, "seeds": f"{a.seed}-{a.seed + a.pages - 1}", "concurrency": a.concurrency, "k": a.k, "top": a.top,
             "ptp_k": a.ptp_k,
-            "head": a.head or "shipped", "threads": a.threads,
+            "head": a.head or "shipped", "model": a.model or "shipped", "threads": a.threads,
+            "mtp_head_folder_present": (Path(vlm.directory) / HEAD_DIR).is_dir(),
             "note": "pages/s is wall clock: meaningful only on a quiet machine"}
     (out / "bench_hpd.json").write_text(json.dumps({**meta, "strategies": rows}, indent=1))
     print(json.dumps(meta))
