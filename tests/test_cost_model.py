@@ -41,6 +41,8 @@ def test_every_pass_is_logged_and_rows_per_step_holds_stage_1(samples):
         res = _run(strategy, vlm, samples, cfg, len(samples), progress=False)
         log = res.passes
         assert log.steps + log.prefills == res.forward_passes  # the crops' and stage 1's engines included
+        # each bucket holds its steps' own forward CPU seconds (beside a probe's, where a projection misses)
+        assert sum(v[4] for v in log.by_rows.values()) == pytest.approx(log.step_forward_cpu_s)
         assert log.prefills > len(samples)  # a prefill per crop besides the pages'
         fig = speed_figures(res)
         steps = [r.steps for r in res.records]
