@@ -1,0 +1,275 @@
+"""Where does each strategy break even with sequential, by model size? A PROJECTION from one
+measured forced sweep, labelled so; the measured size is its check.
+
+Its check FAILED when first run (2026-12-03, the 0.1b sweep of docs/forced.md): +93 % (padoc),
++24 % (padoc_hsd), +136 % (sequential) against the measured pages/s, the line below missing
+small-row and long-KV steps; no break-even size is claimed from it (docs/forced.md).
+
+Under forcing a run's counts do not depend on the model's size (`treedec.engine.pass_log`: steps
+by rows and pages, attention score elements, prefill tokens), nor do the engine's own seconds
+(drafting, acceptance, bookkeeping) or the rest (reading pages, drafting before decoding,
+writing). Only the forwards' time does. So, per job of the sweep and per size S:
+
+    wall(S)   = model(S) + engine + other            (engine, other: measured in the job)
+    model(S)  = sum over its steps of a + b x rows + c x attention elements
+              + p x prefill tokens + q x prefill attention elements        (in CPU seconds)
+                / the job's measured CPU share over its forwards                (to wall seconds)
+    a, b, c, p, q: fitted, per size, on forwards of a random forced model of size S timed here
+              (`treedec.cost_model.step_probe`: the engine's own step on a KV arena; prefills of
+              a few prompt lengths), this machine, this process
+
+and pages/s(S) = pages / wall(S), each strategy against sequential at the same S and level.
+With the vision encoder (`vit` columns; the runs leave it out, `treedec/models/forced.py`): every
+prefill's image also goes through Qwen3-VL-2B/4B's ViT (24 layers, hidden 1024, MLP 4096, 16
+heads, full attention; random weights, transformers' `Qwen3VLVisionModel`), timed here at three
+patch counts and fitted as alpha x patches + beta x patches^2, projected from the run's prefills
+(4 patches per image token: patches = 4 x prefill tokens, sum of patches^2 = 32 x prefill
+attention elements): pages, crops and HSD's stage-1 crops each encoded once, as a real run would. The
+line a + b x rows + c x attention is the cost model's fallback form (`treedec/cost_model.py`
+times the buckets a run had instead); at the sweep's own size the projection is set beside the
+measured pages/s (`check`), so its error there is shown, not assumed. Assumed: steps, rows and
+acceptance do not change with size (forced), the machine and threads are those of the sweep,
+the vision encoder is left out (as in the runs: `treedec/models/forced.py`).
+
+    python experiments/break_even.py --sweep runs/forced-0.1b [--sizes 30m 0.1b 0.5b] [--threads 2]
+        [--baseline sequential] [--out runs/break_even]
+
+Writes break_even.json and break_even.png (pages/s ratio to sequential against size, a line per
+strategy and level; measured ratios marked) and prints the table. Run it on a quiet machine;
+at 1.5b it needs about 12 GB of memory and several minutes a size (its prefills).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+# (pages, rows, keys per page) of the timed steps: rows from 1 to 256, 1 k to 8 k keys a row (23 k KV slots in all:
+# 5.3 GB at 0.5b and 1.5b in fp32)
+GRID = ((1, 1, 1024), (1, 8, 4096), (8, 8, 512), (4, 64, 1024), (4, 256, 512), (2, 32, 4096))
+PREFILLS = (128, 512, 1024)  # prompt tokens of the timed prefills
+VIT_SIDES = (16, 32, 48)  # patches per side of the ViT's timed images (256, 1024, 2304 patches)
+
+
+def jobs(sweep: Path) -> list[dict]:
+    """Every job of a sweep with its cost model: strategy, level, pages, measured figures."""
+    out = []
+    for path in sorted(sweep.rglob("summary.json")):
+        s = json.loads(path.read_text())
+        cm = s.get("cost_model")
+        if not cm or not cm.get("counts"):
+            continue
+        level = s.get("concurrency")
+        out.append({"job": str(path.parent.relative_to(sweep)), "strategy": s["strategy"], "in_flight": level,
+                    "pages": s["pages"], "pages_per_s": s["pages_per_s"],
+                    "projected_pages_per_s": s.get("projected_pages_per_s"), "counts": cm["counts"],
+                    "engine_s": cm["engine_s"], "other_s": cm["other_s"], "cpu_share": cm.get("cpu_share") or 1.0,
+                    "text_edit": s.get("text_edit"), "median_steps": s.get("median_steps"),
+                    "mean_steps": s.get("mean_steps")})
+    if not out:
+        raise SystemExit(f"break_even.py: no summary.json with a cost model under {sweep}")
+    return out
+
+
+def fit_costs(size: str, threads: int, budget_s: float) -> dict:
+    """a, b, c (a step: 1, rows, attention elements) and p, q (a prefill: tokens, causal
+    attention elements) in CPU seconds for a random forced model of `size`, timed here."""
+    import torch
+
+    from treedec.cost_model import _fit, _timed, step_probe
+    from treedec.models.adapter import Prompt
+    from treedec.models.forced import ForcedModel
+
+    torch.set_num_threads(threads)
+    vlm = ForcedModel(size, vision_tokens=16)
+    adapter = vlm.adapter()
+    dev = next(adapter.model.parameters()).device
+    probes, points = [], []
+    for pages, rows, keys in GRID:
+        fn, attn = step_probe(adapter, pages, rows, keys, dense_waste=4.0)
+        probes.append(fn)
+        points.append(("step", rows, attn))
+    for n in PREFILLS:
+        ids = torch.randint(10, adapter.text_config.vocab_size, (n,)).tolist()
+        probes.append(lambda pr=Prompt(ids=ids): adapter.prefill(pr))
+        points.append(("prefill", n, n * (n + 1) // 2))
+    times = _timed(probes, dev, budget_s, rounds=2)
+    steps = [(r, a, t) for (k, r, a), t in zip(points, times) if k == "step"]
+    pre = [(r, a, t) for (k, r, a), t in zip(points, times) if k == "prefill"]
+    a, b, c = _fit([[1.0, r, at] for r, at, _ in steps], [t for *_, t in steps])
+    p, q = _fit([[r, at] for r, at, _ in pre], [t for *_, t in pre])
+    fitted = [a + b * r + c * at for r, at, _ in steps]
+    return {"size": size, "per_step_s": a, "per_row_s": b, "per_attention_s": c, "per_prefill_token_s": p,
+            "per_prefill_attention_s": q,
+            "step_points": [{"rows": r, "attention": at, "time_s": t, "fitted_s": f}
+                            for (r, at, t), f in zip(steps, fitted)],
+            "prefill_points": [{"tokens": r, "time_s": t} for r, _, t in pre]}
+
+
+def fit_vit(threads: int, budget_s: float) -> dict:
+    """alpha (per patch) and beta (per patch squared), CPU seconds, of Qwen3-VL-2B's vision encoder
+    (random weights) on this machine."""
+    import torch
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
+
+    from treedec.cost_model import _fit, _timed
+
+    torch.set_num_threads(threads)
+    cfg = Qwen3VLVisionConfig(depth=24, hidden_size=1024, intermediate_size=4096, num_heads=16, out_hidden_size=2048,
+                              deepstack_visual_indexes=[5, 11, 17])
+    cfg._attn_implementation = "sdpa"
+    model = Qwen3VLVisionModel(cfg).eval()
+    per_patch = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
+    probes = []
+    for side in VIT_SIDES:
+        x, grid = torch.randn(side * side, per_patch), torch.tensor([[1, side, side]])
+
+        def run(x=x, grid=grid):
+            with torch.inference_mode():
+                model(x, grid_thw=grid)
+        probes.append(run)
+    times = _timed(probes, torch.device("cpu"), budget_s, rounds=2)
+    n = [side * side for side in VIT_SIDES]
+    alpha, beta = _fit([[k, k * k] for k in n], times)
+    return {"model": "Qwen3-VL-2B/4B vision encoder (24 x 1024, MLP 4096, full attention), random weights",
+            "per_patch_s": alpha, "per_patch_sq_s": beta,
+            "points": [{"patches": k, "time_s": t} for k, t in zip(n, times)]}
+
+
+def vit_s(job: dict, vit: dict) -> float:
+    """CPU seconds of the vision encoder on every image the job prefilled (see the module)."""
+    n = job["counts"]
+    return vit["per_patch_s"] * 4 * n["prefill_tokens"] + vit["per_patch_sq_s"] * 32 * n["prefill_attn"]
+
+
+def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
+    """The job's pages/s with its forwards at `costs`' size (see the module), and the vision
+    encoder's time on its images with `vit`."""
+    n = job["counts"]
+    work = (costs["per_step_s"] * n["steps"] + costs["per_row_s"] * n["step_rows"]
+            + costs["per_attention_s"] * n["step_attn"] + costs["per_prefill_token_s"] * n["prefill_tokens"]
+            + costs["per_prefill_attention_s"] * n["prefill_attn"] + (vit_s(job, vit) if vit else 0.0))
+    wall = work / job["cpu_share"] + job["engine_s"] + job["other_s"]
+    return job["pages"] / wall
+
+
+def params(size: str) -> float:
+    from treedec.models.forced import SIZES
+
+    return SIZES[size].params
+
+
+def crossing(points: list[tuple[float, float]]) -> float | None:
+    """The size (parameters) where a ratio crosses 1 between two projected sizes, log-interpolated; None if never."""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if (y0 - 1) * (y1 - 1) < 0:
+            f = (1 - y0) / (y1 - y0)
+            return math.exp(math.log(x0) + f * (math.log(x1) - math.log(x0)))
+    return None
+
+
+def plot(rows: list[dict], sizes: list[str], measured_at: str | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = [params(s) for s in sizes]
+    for r in rows:
+        if r["strategy"] == r["baseline"]:
+            continue
+        line, = ax.plot(xs, [r["ratio"][s] for s in sizes], marker="o", label=f"{r['strategy']} @{r['in_flight']}")
+        if r.get("ratio_with_vit"):
+            ax.plot(xs, [r["ratio_with_vit"][s] for s in sizes], ls="--", color=line.get_color(), lw=0.9)
+        if measured_at and r.get("measured_ratio") is not None:
+            ax.plot([params(measured_at)], [r["measured_ratio"]], marker="*", ms=12, color=line.get_color())
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xticks(xs, sizes)
+    ax.set_xlabel("decoder size (non-embedding parameters)")
+    ax.set_ylabel("pages/s x sequential (same size, level)")
+    ax.set_title("PROJECTED from one forced sweep's counts (star: measured; dashed: with Qwen3-VL-2B's ViT, "
+                 "projected)", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sweep", type=Path, required=True, help="a forced sweep's folder (its jobs' summary.json)")
+    ap.add_argument("--sizes", nargs="+", default=["30m", "0.1b", "0.5b"])
+    ap.add_argument("--measured-size", default=None, help="the sweep's model.size (its check); read from a job's config")
+    ap.add_argument("--baseline", default="sequential")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--budget", type=float, default=20.0, help="seconds of timing per size (after one untimed round)")
+    ap.add_argument("--no-vit", action="store_true", help="leave the vision encoder's projection out")
+    ap.add_argument("--out", type=Path, default=Path("runs/break_even"))
+    a = ap.parse_args()
+    found = jobs(a.sweep)
+    measured_at = a.measured_size or _size_of(a.sweep)
+    sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
+    costs = {}
+    for s in sizes:
+        costs[s] = fit_costs(s, a.threads, a.budget)
+        print(f"{s}: a {costs[s]['per_step_s']:.3g} s, b {costs[s]['per_row_s']:.3g} s/row, "
+              f"c {costs[s]['per_attention_s']:.3g} s/element; prefill {costs[s]['per_prefill_token_s']:.3g} s/token",
+              flush=True)
+    vit = None if a.no_vit else fit_vit(a.threads, a.budget)
+    if vit:
+        print(f"ViT: {vit['per_patch_s']:.3g} s/patch, {vit['per_patch_sq_s']:.3g} s/patch^2", flush=True)
+    rows = []
+    for j in found:
+        base = next((b for b in found if b["strategy"] == a.baseline and b["in_flight"] == j["in_flight"]), None)
+        if base is None:
+            continue
+        rate = {s: projected(j, costs[s]) for s in sizes}
+        ratio = {s: rate[s] / projected(base, costs[s]) for s in sizes}
+        row = {"strategy": j["strategy"], "in_flight": j["in_flight"], "baseline": a.baseline, "pages": j["pages"],
+               "mean_steps_ratio": base["mean_steps"] / j["mean_steps"] if j["mean_steps"] else None,
+               "median_steps_ratio": base["median_steps"] / j["median_steps"] if j["median_steps"] else None,
+               "projected_pages_per_s": rate, "ratio": ratio,
+               **({"vit_s_per_page": vit_s(j, vit) / j["pages"],
+                   "ratio_with_vit": {s: projected(j, costs[s], vit) / projected(base, costs[s], vit) for s in sizes}}
+                  if vit else {}),
+               "break_even_params": crossing([(params(s), ratio[s]) for s in sizes])}
+        if measured_at:
+            row.update(measured_pages_per_s=j["pages_per_s"], measured_ratio=j["pages_per_s"] / base["pages_per_s"],
+                       check_error=rate[measured_at] / j["pages_per_s"] - 1)
+        rows.append(row)
+    a.out.mkdir(parents=True, exist_ok=True)
+    meta = {"sweep": str(a.sweep), "measured_size": measured_at, "sizes": sizes, "threads": a.threads,
+            "kind": "PROJECTION from the sweep's counts and measured engine/other seconds, forwards timed per size here",
+            "costs": costs, "vit": vit}
+    (a.out / "break_even.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
+    plot(rows, sizes, measured_at, a.out / "break_even.png")
+    print(f"{'strategy':<12} {'@':>3} " + " ".join(f"{s:>7}" for s in sizes) +
+          f" {'measured':>9} {'check':>7} {'break-even':>11}" + ("  with ViT: " + " ".join(f"{s:>7}" for s in sizes)
+                                                                  if vit else ""))
+    for r in sorted(rows, key=lambda r: (r["in_flight"] or 0, r["strategy"])):
+        be = r["break_even_params"]
+        print(f"{r['strategy']:<12} {r['in_flight']!s:>3} " + " ".join(f"{r['ratio'][s]:>7.2f}" for s in sizes) +
+              f" {r.get('measured_ratio', math.nan):>9.2f} {r.get('check_error', math.nan):>+7.1%} "
+              f"{'-' if be is None else f'{be / 1e6:.0f} M':>11}" +
+              ("            " + " ".join(f"{r['ratio_with_vit'][s]:>7.2f}" for s in sizes) if vit else ""))
+    print(f"wrote {a.out}/break_even.json, break_even.png (ratios: pages/s x {a.baseline}, PROJECTED; "
+          f"measured and check at {measured_at})")
+
+
+def _size_of(sweep: Path) -> str | None:
+    """The model.size the sweep's jobs ran at (their Hydra config), if one."""
+    import yaml
+
+    sizes = {(yaml.safe_load(p.read_text()).get("model") or {}).get("size") for p in sweep.rglob("config.yaml")
+             if p.parent.name != ".hydra"}
+    sizes.discard(None)
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+if __name__ == "__main__":
+    main()
