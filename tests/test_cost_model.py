@@ -42,7 +42,8 @@ def test_every_pass_is_logged_and_rows_per_step_holds_stage_1(samples):
         log = res.passes
         assert log.steps + log.prefills == res.forward_passes  # the crops' and stage 1's engines included
         # each bucket holds its steps' own forward CPU seconds (beside a probe's, where a projection misses)
-        assert sum(v[4] for v in log.by_rows.values()) == pytest.approx(log.step_forward_cpu_s)
+        assert sum(log.by_rows_forward_cpu_s.values()) == pytest.approx(log.step_forward_cpu_s)
+        assert log.by_rows_forward_cpu_s.keys() == log.by_rows.keys()
         assert log.prefills > len(samples)  # a prefill per crop besides the pages'
         fig = speed_figures(res)
         steps = [r.steps for r in res.records]

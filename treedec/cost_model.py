@@ -140,10 +140,11 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
         kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "attention": attn, **extra}))
 
     if log.steps:  # the row counts most steps had, each at its steps' mean pages and keys; a grid for the rest
-        for b, (n, pg, rw, at, *cpu) in sorted(log.by_rows.items(), key=lambda kv: -kv[1][0])[:TIMED_BUCKETS]:
+        for b, (n, pg, rw, at) in sorted(log.by_rows.items(), key=lambda kv: -kv[1][0])[:TIMED_BUCKETS]:
             # beside the probe's time: what the run's own steps of the bucket cost (CPU seconds a step), to see where
             # a projection misses
-            add_step("bucket", pg / n, rw / n, at / rw, bucket=b, run_cpu_s=cpu[0] / n if cpu else None)
+            cpu = log.by_rows_forward_cpu_s.get(b)
+            add_step("bucket", pg / n, rw / n, at / rw, bucket=b, run_cpu_s=cpu / n if cpu is not None else None)
         rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
         if len(log.by_rows) > TIMED_BUCKETS:
             for fr, fk in STEP_GRID:

@@ -27,11 +27,12 @@ class PassLog:
     prefill_forward_s: float = 0.0
     prefill_forward_cpu_s: float = 0.0
     admit_s: float = 0.0  # the whole admissions (the forcing's trie, prefill, first token)
-    # steps by their rows and pages ("ROWSxPAGES", each `rows_bucket`ed) -> [steps, pages, rows, attention, the
-    # forwards' CPU seconds] summed: a
+    # steps by their rows and pages ("ROWSxPAGES", each `rows_bucket`ed) -> [steps, pages, rows, attention] summed: a
     # step's cost is not linear in its rows (on this CPU 2 and 3 rows cost more than 4) and HSD's stage 1 (many crops,
     # short KV) and stage 2 (few pages, long KV) differ at the same rows, so the cost model times the buckets run
     by_rows: dict = field(default_factory=dict)
+    # the same buckets -> their steps' forward CPU seconds (a timing, apart from the counts): where a projection misses
+    by_rows_forward_cpu_s: dict = field(default_factory=dict)
 
     def add_step(self, pages: int, rows: int, attn: int, forward: tuple[float, float], step_s: float) -> None:
         """`forward`: the forward's (wall, CPU) seconds (`forward_clock`)."""
@@ -42,9 +43,11 @@ class PassLog:
         self.step_forward_s += forward[0]
         self.step_forward_cpu_s += forward[1]
         self.step_s += step_s
-        b = self.by_rows.setdefault(f"{rows_bucket(rows)}x{rows_bucket(pages)}", [0, 0, 0, 0, 0.0])
-        for i, v in enumerate((1, pages, rows, attn, forward[1])):
+        key = f"{rows_bucket(rows)}x{rows_bucket(pages)}"
+        b = self.by_rows.setdefault(key, [0, 0, 0, 0])
+        for i, v in enumerate((1, pages, rows, attn)):
             b[i] += v
+        self.by_rows_forward_cpu_s[key] = self.by_rows_forward_cpu_s.get(key, 0.0) + forward[1]
 
     def add_prefill(self, tokens: int, forward: tuple[float, float], admit_s: float) -> None:
         self.prefills += 1
@@ -74,9 +77,12 @@ class PassLog:
         for f in fields(self):
             if f.name == "by_rows":
                 for k, v in other.by_rows.items():
-                    b = self.by_rows.setdefault(k, [0, 0, 0, 0, 0.0])
+                    b = self.by_rows.setdefault(k, [0, 0, 0, 0])
                     for i, x in enumerate(v):
                         b[i] += x
+            elif f.name == "by_rows_forward_cpu_s":
+                for k, x in other.by_rows_forward_cpu_s.items():
+                    self.by_rows_forward_cpu_s[k] = self.by_rows_forward_cpu_s.get(k, 0.0) + x
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         return self
