@@ -65,7 +65,7 @@ def jobs(sweep: Path) -> list[dict]:
         out.append({"job": str(path.parent.relative_to(sweep)), "strategy": s["strategy"], "in_flight": level,
                     "pages": s["pages"], "pages_per_s": s["pages_per_s"],
                     "projected_pages_per_s": s.get("projected_pages_per_s"), "counts": cm["counts"],
-                    "engine_s": cm["engine_s"], "other_s": cm["other_s"], "cpu_share": cm.get("cpu_share") or 1.0,
+                    "wall_s": cm["wall_s"],
                     "text_edit": s.get("text_edit"), "median_steps": s.get("median_steps"),
                     "mean_steps": s.get("mean_steps")})
     if not out:
@@ -101,7 +101,7 @@ def fit_costs(size: str, threads: int, budget_s: float) -> dict:
     a, b, c = _fit([[1.0, r, at] for r, at, _ in steps], [t for *_, t in steps])
     p, q = _fit([[r, at] for r, at, _ in pre], [t for *_, t in pre])
     fitted = [a + b * r + c * at for r, at, _ in steps]
-    return {"size": size, "per_step_s": a, "per_row_s": b, "per_attention_s": c, "per_prefill_token_s": p,
+    return {"size": size, "clock": "cpu", "per_step_s": a, "per_row_s": b, "per_attention_s": c, "per_prefill_token_s": p,
             "per_prefill_attention_s": q,
             "step_points": [{"rows": r, "attention": at, "time_s": t, "fitted_s": f}
                             for (r, at, t), f in zip(steps, fitted)],
@@ -146,13 +146,14 @@ def vit_s(job: dict, vit: dict) -> float:
 
 
 def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
-    """The job's pages/s with its forwards at `costs`' size (see the module), and the vision
-    encoder's time on its images with `vit`."""
-    n = job["counts"]
-    work = (costs["per_step_s"] * n["steps"] + costs["per_row_s"] * n["step_rows"]
-            + costs["per_attention_s"] * n["step_attn"] + costs["per_prefill_token_s"] * n["prefill_tokens"]
-            + costs["per_prefill_attention_s"] * n["prefill_attn"] + (vit_s(job, vit) if vit else 0.0))
-    wall = work / job["cpu_share"] + job["engine_s"] + job["other_s"]
+    """The job's pages/s with its forwards at `costs`' size (`treedec.cost_model.project` on its
+    counts, every bucket by the fitted line: see the module), and the vision encoder's time on its
+    images with `vit` (CPU seconds, turned to wall seconds by the job's CPU share as the forwards are)."""
+    from treedec.cost_model import project
+    from treedec.engine.pass_log import PassLog
+
+    cm = project(PassLog(**job["counts"]), costs, job["pages"], job["wall_s"])["cost_model"]
+    wall = cm["projected_wall_s"] + (vit_s(job, vit) / cm["cpu_share"] if vit else 0.0)
     return job["pages"] / wall
 
 

@@ -4,8 +4,8 @@ The engine adds every pass to the log its runtime hands it (`Engine(..., log=)`:
 one, `treedec.parse_pages`; a staged strategy's runs are summed, `treedec.stages.merge`): a
 step (its rows, the attention score elements handed to the kernels, the forward's seconds and
 the whole step's, drafting, acceptance and bookkeeping included) or a prefill (its prompt
-tokens, their causal score elements, the forward's seconds and the whole admission's). The counts do not depend on
-the model's size under forcing; the seconds are this machine's."""
+tokens, their causal score elements, the forward's seconds and the whole admission's). The
+counts do not depend on the model's size under forcing; the seconds are this machine's."""
 from __future__ import annotations
 
 import time
