@@ -190,6 +190,7 @@ def plot(rows: list[dict], sizes: list[str], measured_at: str | None, path: Path
             ax.plot([params(measured_at)], [r["measured_ratio"]], marker="*", ms=12, color=line.get_color())
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xscale("log")
+    ax.minorticks_off()  # the log axis's own minor labels would overlap the sizes' names
     ax.set_xticks(xs, sizes)
     ax.set_xlabel("decoder size (non-embedding parameters)")
     ax.set_ylabel("pages/s x sequential (same size, level)")
