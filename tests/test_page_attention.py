@@ -97,3 +97,44 @@ def test_attention_layouts_decode_the_same_pages():
     assert buckets.buckets > buckets.blocked_steps  # some steps really were cut into several buckets
     assert dense.padded > one.padded > buckets.padded  # and padding fell
     assert dense.blocked_steps == 0 and buckets.blocked_steps > 0
+
+
+def test_a_dense_step_reads_shared_kv_heads_in_place_with_the_same_logits():
+    """A dense engine step on a model with fewer KV heads than query heads: the engine's path
+    (`engine_attention`: SDPA with `enable_gqa`, no K/V copy per query head) gives HF's SDPA
+    logits (K/V repeated) bit for bit, for rows with different masks."""
+    import contextlib
+
+    import treedec.models.attention as attention
+    from treedec.engine.kv import KVArena
+    from treedec.models.forced import ForcedModel
+
+    torch.manual_seed(0)
+    adapter = ForcedModel("30m").adapter()
+    cfg = adapter.text_config
+    assert cfg.num_key_value_heads < cfg.num_attention_heads
+    arena, S = KVArena(), 300
+    with torch.inference_mode():
+        for layer in range(cfg.num_hidden_layers):
+            shape = (1, cfg.num_key_value_heads, S, cfg.head_dim)
+            arena.cache.update(torch.randn(shape), torch.randn(shape), layer)
+    ids, pos = torch.randint(10, 100, (3,)), torch.tensor([S, S + 1, S + 1])
+    mask = torch.zeros(3, S + 3)
+    mask[:, ::4] = mask[0, S + 1:] = mask[1, S + 2] = mask[2, S + 1] = float("-inf")
+
+    def step(m=mask):
+        out = adapter.step(ids, pos, m, arena.cache)
+        for layer in arena.cache.layers:
+            layer.size = S
+            layer._views()
+        return out
+
+    engine = step()
+    path = attention.engine_attention
+    attention.engine_attention = lambda config: contextlib.nullcontext()  # the model's own sdpa: K/V repeated
+    try:
+        hf = step()
+    finally:
+        attention.engine_attention = path
+    assert torch.equal(engine, hf)
+    assert not torch.allclose(engine, step(torch.zeros_like(mask)))  # the mask is applied, not dropped

@@ -97,22 +97,13 @@ class CausalLMAdapter:
             adapted = placeholders.applied(self.model, rows)
         else:
             inputs, adapted = {"input_ids": ids[None]}, nullcontext()
-        with capture_hidden(self.model, hidden) as cap, adapted:
-            if pages is None:
-                out = self.model(**inputs, position_ids=positions[None],
-                                 attention_mask=mask[None, None].to(dev, self.dtype), past_key_values=cache,
-                                 use_cache=True, logits_to_keep=keep if keep is not None else 0)
-            else:
-                from treedec.models.attention import register
+        from treedec.models.attention import engine_attention
 
-                before = self.text_config._attn_implementation
-                self.text_config._attn_implementation = register()
-                try:
-                    out = self.model(**inputs, position_ids=positions[None], attention_mask=None,
-                                     past_key_values=cache, use_cache=True,
-                                     logits_to_keep=keep if keep is not None else 0, pages=pages.to(dev))
-                finally:
-                    self.text_config._attn_implementation = before
+        attention = {"attention_mask": mask[None, None].to(dev, self.dtype)} if pages is None else \
+            {"attention_mask": None, "pages": pages.to(dev)}
+        with capture_hidden(self.model, hidden) as cap, adapted, engine_attention(self.text_config):
+            out = self.model(**inputs, position_ids=positions[None], past_key_values=cache, use_cache=True,
+                             logits_to_keep=keep if keep is not None else 0, **attention)
         if hidden:
             return out.logits[0].float(), cap.rows[0].float()
         return out.logits[0].float()
