@@ -45,7 +45,7 @@ def decode(vlm, cfg: dict, samples, max_pages: int):
     t = time.perf_counter()
     strategy = build_strategy(cfg, vlm.tokenizer)
     ecfg = EngineConfig(max_pages=max_pages, max_new_tokens=1024)
-    strategy.bind(vlm)  # the MTP head, the PTP placeholders
+    strategy = strategy.for_run(vlm)  # the MTP head, the PTP placeholders
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
     engine = Engine(vlm.adapter(), strategy, ecfg)
     results = {r.name: r for r in engine.run(items)}

@@ -143,8 +143,8 @@ class OneAtATime:
     state)`): declared a source of trees on token ids alone, deaf to verdicts."""
     trees, needs_hidden, pages_ahead, depth, drafts_in_forward = True, False, False, 15, False
 
-    def bind(self, vlm):
-        pass
+    def for_run(self, vlm):
+        return self
 
     def propose_many(self, requests):
         return [self.propose(*r) for r in requests]

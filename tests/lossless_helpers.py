@@ -81,8 +81,8 @@ class HiddenRecorder:
     def __init__(self):
         self.seen: list[tuple[object, int, int, torch.Tensor]] = []
 
-    def bind(self, vlm) -> None:
-        pass
+    def for_run(self, vlm) -> "HiddenRecorder":
+        return self  # records across runs
 
     def propose_many(self, requests: list) -> list:
         for graph, sid, _, state in requests:

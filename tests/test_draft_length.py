@@ -32,8 +32,8 @@ class _Fixed:
     def __init__(self, tree):
         self.tree = tree
 
-    def bind(self, vlm):
-        pass
+    def for_run(self, vlm):
+        return self
 
     def propose_many(self, requests):
         return [self.tree for _ in requests]

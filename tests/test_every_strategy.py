@@ -158,12 +158,12 @@ def test_speculation_is_lossless_on_every_model_kind(model, samples, head, plain
     assert strategy.name == cfg["name"] and strategy.mode == build_strategy({"name": base}, vlm.tokenizer).mode
     hsd = cfg["name"] in ("hsd", "padoc_hsd")
     pages = own_drafts(samples, plain, build_strategy({"name": base}, vlm.tokenizer)) if hsd else samples
-    spy = None
     if cfg.get("mtp"):
-        spy = VerdictSpy(strategy.drafter.drafters[1])
         for s in pages:
             s.page.blocks = s.page.blocks[:-1]  # its region drafted by nothing but MTP (and the other regions)
-    before = drafts_ahead(EmbeddedRuntime(ECFG), vlm, strategy, pages)  # drafting, stage 1 on the crops, the head bound
+    # made for a run: drafting, stage 1 on the crops, the head loaded
+    strategy, before = drafts_ahead(EmbeddedRuntime(ECFG), vlm, strategy, pages)
+    spy = VerdictSpy(strategy.drafter.drafters[1]) if cfg.get("mtp") else None  # the run's MTP source
     if hsd:
         assert all(before[s.name]["stage1_crops"] > 0 for s in samples)
     spec = decode(vlm, strategy, pages, FORCED, forced(vlm, base, samples))

@@ -113,7 +113,7 @@ def test_hsd_output_equals_its_base(name, base, options):
         assert len(own.blocks) == 3 and all(b.content for b in own.blocks)
         s.page = corrupted(own)
     strategy = build_strategy({"name": name, "drafts": "oracle", **options}, tok)
-    before = drafts_ahead(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm, strategy, drafted)  # stage 1: crops
+    strategy, before = drafts_ahead(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm, strategy, drafted)  # stage 1
     spec = decode(vlm, strategy, drafted, ecfg, [proc])
     for n, r in plain.items():
         assert [s.tokens for s in spec[n].graph.streams] == [s.tokens for s in r.graph.streams], n

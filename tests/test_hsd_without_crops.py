@@ -44,7 +44,7 @@ def test_stage1_reads_crops_with_the_page_prompt(checkpoint, name, base):
     plain = decode(vlm, plain_strategy, samples, FORCED, procs)
     pages = own_drafts(samples, plain, plain_strategy)
     strategy = build_strategy({"name": name, "drafts": "oracle"}, tok)
-    before = drafts_ahead(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm, strategy, pages)
+    strategy, before = drafts_ahead(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm, strategy, pages)
     for s in samples:
         assert before[s.name]["stage1_prompt"] == "flat" and before[s.name]["stage1_crops"] == 3
         assert before[s.name]["stage1_steps"] > 0

@@ -28,8 +28,12 @@ class Recorder:
         self.trees, self.needs_hidden, self.pages_ahead, self.depth, self.drafts_in_forward = \
             inner.trees, inner.needs_hidden, inner.pages_ahead, inner.depth, inner.drafts_in_forward
 
-    def bind(self, vlm):
-        self.inner.bind(vlm)
+    def for_run(self, vlm):
+        self.inner = self.inner.for_run(vlm)  # the run's source, recorded (across runs)
+        return self
+
+    def use(self, name, *drafts):
+        self.inner.use(name, *drafts)
 
     def propose_many(self, requests):
         return [self.propose(*r) for r in requests]

@@ -5,6 +5,7 @@ import os
 
 from treedec import phases
 from treedec.data.synth import Sample
+from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.engine import PENDING
 from treedec.page import Page
 from treedec.records import PageRecord, RunResult
@@ -55,6 +56,8 @@ class FakeRuntime:
     def run(self, vlm, strategy, samples, progress=True, warmup=True, on_record=None, in_flight=None, unit="page"):
         names = [s.name for s in samples if s is not PENDING]
         self.runs.append((strategy.name, names))
+        if strategy.drafter is not None:  # the run's own source, handed its samples' drafts first
+            assert strategy.made_for_run and sorted(strategy.drafter.seqs) == sorted(names)
         self.t.now += 1.0
         records = [PageRecord(n, Page(1, 1), "", steps=2) for n in names]
         for rec in records:
@@ -65,10 +68,10 @@ class FakeRuntime:
 
 
 class TwoCrops:
-    strategy = Strategy("reads", "crop", TOK, flat_target)
+    strategy = Strategy("reads", "crop", TOK, flat_target, drafter=SequenceDrafter())
 
     def crops(self, vlm, d):
-        return [Sample(f"{d.sample.name}#{k}", None, None) for k in range(2)]
+        return [(Sample(f"{d.sample.name}#{k}", None, None), [[TOK.eos_id]]) for k in range(2)]
 
 
 class FakeBefore:
@@ -88,7 +91,7 @@ class FakeBefore:
     def stage1(self, vlm):
         return TwoCrops()
 
-    def use(self, vlm, d, readings):
+    def use(self, vlm, d, readings, source):
         return {"stage1_steps": max(r.steps for r in readings), "stage1_crops": len(readings)}
 
 

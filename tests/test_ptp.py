@@ -74,7 +74,7 @@ def test_ptp_is_lossless_on_a_random_model(vlm, fitted, base):
     procs = forced(vlm, base, samples)
     plain = decode(vlm, build_strategy({"name": base}, vlm.tokenizer), samples, FORCED, procs)
     strategy = build_strategy({"name": "ptp", "base": base, "k": 3, "placeholders": fitted}, vlm.tokenizer)
-    strategy.bind(vlm)
+    strategy = strategy.for_run(vlm)
     spec = decode(vlm, strategy, samples, FORCED, procs)
     assert_lossless(plain, spec)
     assert sum(r.steps for r in spec.values()) < sum(r.steps for r in plain.values())
@@ -92,7 +92,7 @@ def test_ptp_refuses_what_cannot_express_it(vlm, fitted, tmp_path):
     qwen = load_vlm(OmegaConf.create({"name": "qwen3_vl", "path": str(save_tiny_qwen3_vl(tmp_path))}))
     strategy = build_strategy({"name": "ptp", "placeholders": fitted}, qwen.tokenizer)
     with pytest.raises(UserError, match="Idefics3") as q:
-        strategy.bind(qwen)
+        strategy.for_run(qwen)
     with pytest.raises(UserError, match="runtime=embedded") as v:
         VLLMRuntime().check(vlm, strategy)
     assert all("\n" not in str(x.value) for x in (e, q, v))

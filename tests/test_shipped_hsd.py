@@ -46,8 +46,8 @@ def test_pipeline_drafted_hsd_is_lossless_on_the_shipped_model(model_pages, plai
     if cfg.get("mtp") and not (SHIPPED / HEAD_DIR / CONFIG).is_file():
         pytest.skip("no shipped MTP head")
     strategy = build_strategy({**cfg, "cache_dir": cache}, vlm.tokenizer)
-    spy = VerdictSpy(strategy.drafter.drafters[1]) if cfg.get("mtp") else None
-    before = drafts_ahead(EmbeddedRuntime(ECFG), vlm, strategy, samples)  # drafts, stage 1, the head bound
+    strategy, before = drafts_ahead(EmbeddedRuntime(ECFG), vlm, strategy, samples)  # drafts, stage 1, the head loaded
+    spy = VerdictSpy(strategy.drafter.drafters[1]) if cfg.get("mtp") else None  # the run's MTP source
     assert all(before[s.name]["draft_source"] == "pipeline" and before[s.name]["stage1_crops"] > 0 for s in samples)
     spec = decode(vlm, strategy, samples, ECFG)
     drafted, accepted = assert_lossless(plain[base], spec)

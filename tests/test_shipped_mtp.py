@@ -26,7 +26,7 @@ def _decode(vlm, cfg, samples):
 
     strategy = build_strategy(cfg, vlm.tokenizer)
     ecfg = EngineConfig(max_pages=PAGES, max_new_tokens=512)
-    strategy.bind(vlm)  # the head found beside the checkpoint
+    strategy = strategy.for_run(vlm)  # the head found beside the checkpoint
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
     return {r.name: r for r in Engine(vlm.adapter(), strategy, ecfg).run(items)}
 

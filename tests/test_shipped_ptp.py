@@ -45,7 +45,7 @@ def test_shipped_placeholders_are_lossless_without_the_mtp_head(headless, base):
     ecfg = EngineConfig(max_pages=PAGES, max_new_tokens=512)
     plain = decode(vlm, build_strategy({"name": base}, vlm.tokenizer), samples, ecfg)
     strategy = build_strategy({"name": "ptp", "base": base}, vlm.tokenizer)
-    strategy.bind(vlm)  # binds the placeholders found beside the checkpoint
+    strategy = strategy.for_run(vlm)  # the placeholders found beside the checkpoint
     spec = decode(vlm, strategy, samples, ecfg)
     assert_lossless(plain, spec)
     assert sum(r.steps for r in spec.values()) < sum(r.steps for r in plain.values())

@@ -80,6 +80,30 @@ def test_a_bases_own_options_pass_through(monkeypatch):
         build_strategy({"name": "mtp", "base": "hpd"}, TOK)
 
 
+def test_every_strategy_config_has_a_schema(monkeypatch):
+    """Every strategy's config is a dataclass schema (issue 33.1): an option-less one (sequential,
+    padoc, crops, a fork rule without options) takes no key, and a plug-in's options are typed by
+    its factory's annotations."""
+    from hydra.errors import ConfigCompositionException
+
+    from treedec.api import _factory
+
+    def rows(tokens, tok, *, every: int = 1):
+        return []
+
+    STRATEGIES.names()
+    monkeypatch.setitem(STRATEGIES._items, "rows_every", _factory("rows_every", rows, "tree_rows"))
+    assert composed("strategy=rows_every", "strategy.every=3") == {"name": "rows_every", "every": 3}
+    with pytest.raises(ConfigCompositionException):
+        composed("strategy=rows_every", "strategy.every=often")  # not an int
+    for name in ("sequential", "padoc", "crops", "table_rows"):
+        assert composed(f"strategy={name}") == {"name": name}
+        with pytest.raises(ConfigCompositionException):
+            composed(f"strategy={name}", "strategy.window=4")  # no such option
+        with pytest.raises(UserError, match=f"bad config for strategy '{name}'"):  # added anyway (+): the factory's
+            build_strategy(composed(f"strategy={name}", "+strategy.window=4"), TOK)
+
+
 def test_unknown_strategy_or_key_is_a_user_error():
     with pytest.raises(UserError, match="did you mean 'padoc'"):
         STRATEGIES.get("padc")

@@ -111,8 +111,8 @@ def test_a_drafter_without_a_proposer_is_refused():
     class OtherDrafter:  # drafts made as it decodes, on nothing vLLM hands a proposer
         trees, needs_hidden, pages_ahead, depth, drafts_in_forward = False, False, False, 4, False
 
-        def bind(self, vlm):
-            pass
+        def for_run(self, vlm):
+            return self
 
         def propose_many(self, requests):
             return [None] * len(requests)
@@ -211,8 +211,11 @@ def stage1_runs(drafted_runs):
     for runtime in (EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)),
                     VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE)):
         strategy = build_strategy({"name": "hsd", "drafts": "oracle"}, vlm.tokenizer)
+        pages = strategy.drafter.inner  # draft_len=adaptive: the page drafts inside
+        runs, made = [], pages.for_run
+        pages.for_run = lambda vlm: runs.append(made(vlm)) or runs[-1]  # each run's own source, kept
         res, ids = run_with_ids(runtime, vlm, strategy, samples)
-        out[runtime.name] = (res, ids, strategy.drafter.inner.pages)  # draft_len=adaptive: the page drafts inside
+        out[runtime.name] = (res, ids, runs[-1].pages)  # the timed run's (after the warm-up's)
     return out
 
 

@@ -39,8 +39,7 @@ def _bound(vlm, k=6):
     from treedec.drafters.mtp import MTPDrafter
 
     d = MTPDrafter(k)
-    d.bind(vlm)
-    return d
+    return d.for_run(vlm)
 
 
 def test_served_head_drafts_the_embedded_chain(shipped):

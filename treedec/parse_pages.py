@@ -44,7 +44,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
         raise UserError(f"strategy {strategy.name!r} has stages of its own around its decode: run it with "
                         "treedec.stages.run_strategy (python -m treedec run does)")
     runtime.check(vlm, strategy)
-    strategy.bind(vlm)
+    strategy = strategy.for_run(vlm)  # a draft source of the run's own (one a stage made and fed: as it is)
     warmup_s = 0.0
     if warmup:
         first, samples = _first_readable(samples)

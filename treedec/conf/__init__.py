@@ -22,6 +22,7 @@ def register_schemas() -> None:
     from treedec.runtimes.vllm_engine import VLLMConfig
     from treedec.strategies.hsd import HSDOptions
     from treedec.strategies.mtp import MTPOptions
+    from treedec.strategies.base import NoOptions
     from treedec.strategies.ptp import PTPOptions
     from treedec.training.trainer import TrainConfig
 
@@ -34,6 +35,7 @@ def register_schemas() -> None:
     cs.store(group="schema", name="strategy_hsd", node=HSDOptions)  # the drafting strategies' options: their
     cs.store(group="schema", name="strategy_mtp", node=MTPOptions)  # dataclasses (presets: padoc_hsd, hpd)
     cs.store(group="schema", name="strategy_ptp", node=PTPOptions)
+    cs.store(group="schema", name="strategy_plain", node=NoOptions)  # sequential, padoc, crops: a name alone
     register_plugin_strategies()
 
 
@@ -48,8 +50,9 @@ def plugin_strategies() -> list[str]:
 
 
 def register_plugin_strategies() -> None:
-    """`strategy=NAME` for every plug-in: its config is its factory's defaults."""
-    from treedec.strategies.base import default_config
+    """`strategy=NAME` for every plug-in: its config is its factory's schema (`plugin_schema`:
+    its options typed, their defaults the factory's)."""
+    from treedec.strategies.base import plugin_schema
 
     for name in plugin_strategies():
-        ConfigStore.instance().store(group="strategy", name=name, node=default_config(name))
+        ConfigStore.instance().store(group="strategy", name=name, node=plugin_schema(name))

@@ -4,8 +4,8 @@ the head's `top` likeliest first tokens side by side, each continued greedily: a
 tree, treedec's option). A stream without a hidden state yet (a branch before its first
 forward) proposes nothing.
 
-The head is bound to the base model at the start of every run (`bind`, as every draft
-source is): from `head` (a folder), else from `mtp/` beside the model's checkpoint."""
+Every run drafts with a source of its own, made for the run's model (`for_run`, as every draft
+source is), its head loaded from `head` (a folder), else from `mtp/` beside the model's checkpoint."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,15 +43,18 @@ class MTPDrafter:
         return Path(self.head_dir) if self.head_dir else default_head_dir(vlm)
 
     def head(self, vlm) -> MTPDraftModel:
-        """The draft model on `vlm`'s hidden state (bound first if it is not)."""
-        if self.model is None:
-            self.bind(vlm)
-        return self.model
+        """The draft model on `vlm`'s hidden state (this run's; loaded for `vlm` if this is no run's source)."""
+        return self.model if self.model is not None else self._load(vlm)
 
     def observe(self, graph: DecodingGraph, sid: int, sample, tree: DraftTree, verdict: Verdict) -> None:
         pass
 
-    def bind(self, vlm) -> None:
+    def for_run(self, vlm) -> "MTPDrafter":
+        run = MTPDrafter(self.k, self.head_dir, self.eos_id, self.top)
+        run.model = self._load(vlm)
+        return run
+
+    def _load(self, vlm) -> MTPDraftModel:
         if vlm.forced:
             raise UserError("strategy=mtp/hpd cannot run on model=forced: no MTP head is trained for a random-weight "
                             "forced model (its acceptance would be a guess)")
@@ -62,7 +65,7 @@ class MTPDrafter:
         head = load_head(d, vlm.model)
         if head.cfg.k < self.k:
             raise UserError(f"strategy.k={self.k} but the MTP head at {d} was trained for {head.cfg.k} depths")
-        self.model = MTPDraftModel.of(head, vlm.model)
+        return MTPDraftModel.of(head, vlm.model)
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         return self.propose_many([(graph, sid, sample, state)])[0]
@@ -71,9 +74,10 @@ class MTPDrafter:
         """`propose` for every stream of an engine step at once: one batched head pass per
         depth over the streams (one at a time, the head's K small passes per stream were half
         of an hpd run's time on the CPU)."""
+        if self.model is None:
+            raise RuntimeError("an MTP drafter drafts only as a run's source: strategy.for_run(vlm) (its head loaded)")
         out: list[DraftTree | None] = [None] * len(requests)
-        ready = [i for i, (_, _, _, st) in enumerate(requests) if self.model is not None and st is not None
-                 and st.hidden is not None]
+        ready = [i for i, (_, _, _, st) in enumerate(requests) if st is not None and st.hidden is not None]
         if not ready:
             return out
         hidden = torch.stack([requests[i][3].hidden for i in ready])

@@ -31,7 +31,8 @@ def continue_draft(own: list[int], drafts: list[list[int]], matcher: NgramMatche
 
 class SequenceDrafter:
     """A draft source for single-stream outputs with known draft sequences (alternatives) per
-    sample name (HSD stage 1's crops)."""
+    sample name (HSD stage 1's crops), handed to the run's source before the sample is decoded
+    (`use`)."""
     trees, needs_hidden, pages_ahead, drafts_in_forward = True, False, True, False
     step_only = ()
 
@@ -40,12 +41,12 @@ class SequenceDrafter:
         self.depth = self.matcher.max_depth
         self.seqs: dict[str, list[list[int]]] = {}
 
-    def add(self, name: str, seqs: list[list[int]]) -> None:
+    def use(self, name: str, seqs: list[list[int]]) -> None:
         """Sample `name`'s draft sequences (alternatives)."""
         self.seqs[name] = seqs
 
-    def bind(self, vlm) -> None:
-        pass
+    def for_run(self, vlm) -> "SequenceDrafter":
+        return SequenceDrafter(self.matcher)
 
     def sequences(self, names: list[str], prompt_ids: list[int]) -> list[list[int]]:
         """The named samples' draft sequences, each headed by the prompt's last `w_max` tokens."""
@@ -89,7 +90,7 @@ class _PageSeqs:
 class PageDraftDrafter:
     """A draft source over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
     list of alternative drafts of the page; `grids`: the model's patch grid on the page,
-    where it has one). `layout`: how the root stream (the tree form's layout stream, the
+    where it has one), handed to the run's source before the page is decoded (`use`). `layout`: how the root stream (the tree form's layout stream, the
     flat stream) is drafted: `ngram` (matching, as every other stream) or `lines` (line by
     line and field by field, `layout_lines`; n-gram matching where that proposes nothing)."""
 
@@ -125,12 +126,8 @@ class PageDraftDrafter:
         if grid:
             self.grids[name] = grid
 
-    def forget(self) -> None:
-        """No page's drafts (a new run)."""
-        self.pages, self._seqs, self.grids = {}, {}, {}
-
-    def bind(self, vlm) -> None:
-        pass
+    def for_run(self, vlm) -> "PageDraftDrafter":
+        return PageDraftDrafter(self.tok, self.form, self.matcher, self.min_iou, self.layout)
 
     def sequences(self, names: list[str], prompt_ids: list[int]) -> list[list[int]]:
         """The named pages' drafts as token sequences (`page_draft_sequences`; every alternative)."""

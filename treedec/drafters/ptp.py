@@ -8,8 +8,8 @@ last accepted node (or after the stream's last token when none was) are the gues
 the K tokens after the bonus token: the next step's chain (`observe` reads them from
 `Verdict.choices`). A stream not yet seen (a new branch) drafts placeholders only.
 
-Bound to the model before decoding (`bind`, at the start of every run): placeholders from
-`placeholders` (a folder), else from `ptp/` beside the model's checkpoint; never the MTP head."""
+Every run drafts with a source of its own, made for the run's model (`for_run`): its placeholders
+from `placeholders` (a folder), else from `ptp/` beside the model's checkpoint; never the MTP head."""
 from __future__ import annotations
 
 import weakref
@@ -36,7 +36,7 @@ class PTPDrafter:
         self.placeholders: Placeholders | None = None  # the engine embeds and adapts their rows (in_forward)
         self._guess = weakref.WeakKeyDictionary()  # page graph -> stream -> (its length then, guessed tokens)
 
-    def bind(self, vlm) -> None:
+    def for_run(self, vlm) -> "PTPDrafter":
         if vlm.forced or getattr(vlm, "directory", None) is None and self.folder is None:
             raise UserError("strategy=ptp needs placeholders trained on this checkpoint (a random or forced model "
                             "has none): pass strategy.placeholders=DIR or train them (python -m treedec train "
@@ -47,11 +47,14 @@ class PTPDrafter:
         ph = load_placeholders(Path(self.folder) if self.folder else Path(vlm.directory) / PTP_DIR, vlm.model)
         if ph.cfg.k < self.k:
             raise UserError(f"strategy.k={self.k} but the placeholders were trained for {ph.cfg.k}")
-        self.placeholders = ph
+        run = PTPDrafter(self.k, self.folder, self.eos_id)
+        run.placeholders = ph
+        return run
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
         if self.placeholders is None:
-            return None
+            raise RuntimeError("a PTP drafter drafts only as a run's source: strategy.for_run(vlm) (its placeholders "
+                               "loaded)")
         n, guess = self._guess.get(graph, {}).get(sid, (-1, []))
         chain = guess[:self.k] if n == len(graph[sid].tokens) and graph[sid].tokens[-1] != self.eos_id else []
         if self.eos_id in chain:  # nothing follows an end

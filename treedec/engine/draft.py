@@ -81,7 +81,14 @@ class DraftSource(Protocol):
     """A source of drafts (pipeline n-grams, MTP heads, ...), its capabilities declared as
     fields that the engine and both runtimes read (never probe): treedec/drafters/README.md.
 
-    Besides these, a source with `pages_ahead` offers `matcher` (the `NgramMatcher` its drafts
+    A strategy holds its source as a factory of sources: every run drafts with one made for it
+    (`for_run`), so nothing a source learns in one run (drafts handed to it, verdicts seen)
+    reaches another, and the fields tell the runtimes what the run's source will do before it
+    is made.
+
+    Besides these, a source with `pages_ahead` offers `use(name, drafts...)` (a page's drafts,
+    handed to the run's source before the page is decoded: what they are is the source's own),
+    `matcher` (the `NgramMatcher` its drafts
     are matched with), `sequences(names, prompt_ids)` (every draft token sequence of those
     pages, a root sequence headed by the prompt's last `matcher.w_max` tokens) and `step_only`
     (what of it only a step-level drafter does, one line each: a runtime serving its
@@ -97,8 +104,10 @@ class DraftSource(Protocol):
     depth: int  # the most tokens deep it drafts in one step
     drafts_in_forward: bool  # adds rows of its own to the model's forward (`placeholders`, embedded by the adapter)
 
-    def bind(self, vlm) -> None:
-        """Bound to the page model about to decode, at the start of every run (MTP: its head)."""
+    def for_run(self, vlm) -> "DraftSource":
+        """A source of the same kind and options for one run on `vlm`: no drafts, nothing seen, bound
+        to the model (MTP: its head loaded; PTP: its placeholders). A source that needs the model
+        drafts only as such a run's source."""
 
     def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         """Per request, a draft tree continuing the stream (after its last token), or None;

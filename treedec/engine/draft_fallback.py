@@ -21,9 +21,14 @@ class FirstOf:
             raise ValueError("a source that drafts inside the forward (PTP) cannot be combined with another")
         self._by = weakref.WeakKeyDictionary()  # page graph -> stream -> source of its last proposal
 
-    def bind(self, vlm) -> None:
+    def for_run(self, vlm) -> "FirstOf":
+        return FirstOf([d.for_run(vlm) for d in self.drafters])
+
+    def use(self, name: str, *drafts) -> None:
+        """A page's drafts, handed to its sources that know pages ahead (`pages_ahead`)."""
         for d in self.drafters:
-            d.bind(vlm)
+            if d.pages_ahead:
+                d.use(name, *drafts)
 
     def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         """Each source in turn is asked (all at once) for the streams no earlier one proposed for."""

@@ -40,7 +40,7 @@ class AdaptiveLength:
         self.pages_ahead, self.depth = self.inner.pages_ahead, self.limit
         self.drafts_in_forward = self.inner.drafts_in_forward
 
-    # a pages-ahead source's extras (treedec/drafters/README.md), the inner one's
+    # a pages-ahead source's extras (treedec/drafters/README.md: matcher, sequences, step_only, use), the inner one's
     @property
     def matcher(self):
         return self.inner.matcher
@@ -52,8 +52,11 @@ class AdaptiveLength:
     def step_only(self) -> tuple[str, ...]:
         return self.inner.step_only + (f"draft_len=adaptive (a per-stream cap on the draft depth, up to {self.limit})",)
 
-    def bind(self, vlm) -> None:
-        self.inner.bind(vlm)
+    def use(self, name: str, *drafts) -> None:
+        self.inner.use(name, *drafts)
+
+    def for_run(self, vlm) -> "AdaptiveLength":
+        return AdaptiveLength(self.inner.for_run(vlm), self.limit)
 
     def propose(self, graph: DecodingGraph, sid: int, sample: object, state: StreamState | None = None
                 ) -> DraftTree | None:

@@ -45,6 +45,7 @@ _END = object()
 
 def decode_drafted(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, samples, progress: bool,
                    cold: bool, on_record) -> RunResult:
+    strategy = strategy.for_run(vlm)  # its source the run's own: the stages hand it the pages' drafts
     given = before.cache_dir
     drafts = f"folder {given} (may be warm)" if given else "cold (empty cache)" if cold else "warm (cache as configured)"
     folder = tempfile.TemporaryDirectory(prefix="treedec-drafts-") if cold and not given else nullcontext(given)
@@ -52,7 +53,8 @@ def decode_drafted(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Stra
         clock, figures = PhaseClock(), {}
         beside = before.beside and runtime.pending_inputs
         with clock.phase("decode"):
-            todo, stages, drafted = _before(runtime, vlm, before, samples, cache, beside, progress, clock, figures)
+            todo, stages, drafted = _before(runtime, vlm, before, strategy, samples, cache, beside, progress, clock,
+                                            figures)
             start = time.perf_counter()
             with clock.phase(MAIN):
                 main = runtime.run(vlm, strategy, todo, progress=progress, warmup=False,
@@ -64,50 +66,54 @@ def decode_drafted(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Stra
         return merged(main, clock, stages, start - clock.started, drafts)
 
 
-def drafts_ahead(runtime: Runtime, vlm, strategy: Strategy, samples, progress: bool = False) -> dict[str, dict]:
-    """The stages before decoding of `strategy` run on `runtime` (every page drafted first, from
-    the configured draft cache; stage 1's crops read) and its draft source bound and handed
-    every page's drafts, so that the strategy decodes the pages elsewhere (an engine of one's
-    own, with logits processors: the lossless tests); per-page figures. A strategy without
-    stages before decoding is only bound."""
-    strategy.bind(vlm)
+def drafts_ahead(runtime: Runtime, vlm, strategy: Strategy, samples, progress: bool = False
+                 ) -> tuple[Strategy, dict[str, dict]]:
+    """`strategy` made for a run on `vlm` (`Strategy.for_run`) with the stages before its decoding
+    run on `runtime` (every page drafted first, from the configured draft cache; stage 1's crops
+    read) and its run's source handed every page's drafts, so that it decodes the pages elsewhere
+    (an engine of one's own, with logits processors: the lossless tests); and the per-page
+    figures. A strategy without stages before decoding is only made for the run."""
+    run = strategy.for_run(vlm)
     figures: dict[str, dict] = {}
-    if strategy.before is not None:
-        _before(runtime, vlm, strategy.before, samples, strategy.before.cache_dir, False, progress, PhaseClock(),
-                figures)
-    return figures
+    if run.before is not None:
+        _before(runtime, vlm, run.before, run, samples, run.before.cache_dir, False, progress, PhaseClock(), figures)
+    return run, figures
 
 
-def _before(runtime: Runtime, vlm, before: BeforeDecoding, samples, cache, beside: bool, progress: bool,
-            clock: PhaseClock, figures: dict) -> tuple[Iterable, list[RunResult], "Waited"]:
-    """Drafting and stage 1: (the samples for the page decode, the stage runs made, the drafting
-    iterator). Beside decoding without stage 1, the samples come as they are drafted."""
+def _before(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, samples, cache, beside: bool,
+            progress: bool, clock: PhaseClock, figures: dict) -> tuple[Iterable, list[RunResult], "Waited"]:
+    """Drafting and stage 1 of `strategy` (made for the run: its source is handed the pages'
+    drafts): (the samples for the page decode, the stage runs made, the drafting iterator).
+    Beside decoding without stage 1, the samples come as they are drafted."""
     drafted = Waited(before.drafted(vlm, samples, cache, beside, progress))
     stage1 = before.stage1(vlm)
     if stage1 is not None:
-        return samples, [_stage1(runtime, vlm, before, stage1, drafted, figures, beside, progress, clock)], drafted
-    todo = _pages(vlm, before, drafted, figures)
+        return samples, [_stage1(runtime, vlm, before, strategy, stage1, drafted, figures, beside, progress, clock)], \
+            drafted
+    todo = _pages(vlm, before, strategy, drafted, figures)
     if not beside:
         with clock.phase("draft"):
             todo = list(todo)
     return todo, [], drafted
 
 
-def _pages(vlm, before: BeforeDecoding, drafted: Iterable, figures: dict) -> Iterator:
-    """The samples as drafted, each page's drafts handed to the draft source first."""
+def _pages(vlm, before: BeforeDecoding, strategy: Strategy, drafted: Iterable, figures: dict) -> Iterator:
+    """The samples as drafted, each page's drafts handed to the run's draft source first."""
     for d in drafted:
         if d is PENDING:
             yield PENDING
             continue
-        figures[d.sample.name] = before.use(vlm, d, [])
+        figures[d.sample.name] = before.use(vlm, d, [], strategy.drafter)
         yield d.sample
 
 
-def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, stage1, drafted: Waited, figures: dict, beside: bool,
-            progress: bool, clock: PhaseClock) -> RunResult:
-    """Stage 1: the crops of every drafted page read in one run; each page's drafts, refined by
-    its crops' readings, handed to the draft source."""
+def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, stage1, drafted: Waited,
+            figures: dict, beside: bool, progress: bool, clock: PhaseClock) -> RunResult:
+    """Stage 1: the crops of every drafted page read in one run (its reader made for it, each
+    crop's drafts handed to the reader's source); each page's drafts, refined by its crops'
+    readings, handed to `strategy`'s source."""
     held: list[tuple[Drafted, list[str]]] = []  # (drafted page, its crops' names)
+    reader = stage1.strategy.for_run(vlm)
 
     def crops() -> Iterator:
         for d in drafted:
@@ -115,18 +121,20 @@ def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, stage1, drafted: Wait
                 yield PENDING
                 continue
             cs = stage1.crops(vlm, d)
-            held.append((d, [c.name for c in cs]))
-            yield from cs
+            held.append((d, [c.name for c, _ in cs]))
+            for crop, drafts in cs:
+                reader.drafter.use(crop.name, drafts)
+                yield crop
 
     items = crops()
     if not beside:
         with clock.phase("draft"):
             items = list(items)
     with clock.phase("stage1"):
-        res = runtime.run(vlm, stage1.strategy, items, progress=progress, warmup=False, unit="crop")
+        res = runtime.run(vlm, reader, items, progress=progress, warmup=False, unit="crop")
         read = {r.name: r for r in res.records}
         for d, names in held:
-            figures[d.sample.name] = before.use(vlm, d, [read[n] for n in names])
+            figures[d.sample.name] = before.use(vlm, d, [read[n] for n in names], strategy.drafter)
     if beside:  # the crops' run waited for the pages' drafts as it read them
         moved(clock.totals, drafted.seconds, "stage1", "draft")
     return res

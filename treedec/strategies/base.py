@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from omegaconf import MISSING
 
 from treedec.engine.draft import DraftRequest, DraftSource, DraftTree, Verdict, accept_greedy
 from treedec.engine.policy import Fork
@@ -45,6 +47,30 @@ def default_config(name: str) -> dict[str, Any]:
     return {"name": name, **{p.name: p.default for p in params if p.default is not inspect.Parameter.empty}}
 
 
+@dataclass
+class NoOptions:
+    """The schema of a strategy without options of its own (sequential, padoc, crops): its name
+    alone (registered with Hydra as `schema/strategy_plain`)."""
+    name: str = MISSING
+
+
+_HELD = {"int": int, "float": float, "bool": bool, "str": str, int: int, float: float, bool: bool, str: str}
+
+
+def plugin_schema(name: str) -> type:
+    """A plug-in strategy's schema, from its factory (`default_config`'s keys): `name`, then each
+    option typed by its annotation where that is int, float, bool or str (else Any), its default
+    the factory's (none: required)."""
+    params = list(inspect.signature(STRATEGIES.get(name)).parameters.values())[1:]
+    fields = [("name", str, name)]
+    for p in params:
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        default = MISSING if p.default is inspect.Parameter.empty else p.default
+        fields.append((p.name, _HELD.get(p.annotation, Any), default))
+    return make_dataclass(f"{name}_options", fields)
+
+
 def options_of(schema, name: str, options: Mapping[str, Any]):
     """A strategy factory's options as its schema (a dataclass: the keys of its YAML config,
     registered with Hydra in `treedec.conf`); an unknown key or bad value is a one-line `UserError`."""
@@ -73,17 +99,24 @@ class Strategy:
     target: Target  # ground truth as a graph: training data and oracle depth
     fork_rule: ForkRule | None = None
     nested_drop_head: tuple[int, ...] = ()  # a nested branch's first token dropped when spliced back
+    # its draft source as a factory: a run drafts with `drafter.for_run(vlm)` (`for_run`), never with this one
     drafter: DraftSource | None = None
     acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
     # stages around its decode (`treedec.strategies.stages`), each model run of them one `runtime.run` of
     # `treedec.stages.run_strategy`: before (HSD: pages drafted, stage 1 on their crops), after (`crops`: regions read)
     before: BeforeDecoding | None = None
     after: AfterDecoding | None = None
+    made_for_run: bool = False  # its drafter is a run's own (`for_run`)
 
-    def bind(self, vlm) -> None:
-        """Its draft source bound to the model about to decode (MTP: its head), by every run."""
-        if self.drafter is not None:
-            self.drafter.bind(vlm)
+    def for_run(self, vlm) -> "Strategy":
+        """This strategy for one run on `vlm`: a copy drafting with a source of its own, made for
+        the run (`DraftSource.for_run`: no drafts and nothing seen from another run; MTP's head,
+        PTP's placeholders loaded). A strategy already made for a run is returned as it is: a stage
+        hands that run's source its pages' drafts before the runtime runs it (`treedec.stages`)."""
+        if self.made_for_run:
+            return self
+        return replace(self, drafter=self.drafter.for_run(vlm) if self.drafter is not None else None,
+                       made_for_run=True)
 
     # --- the engine's Policy
     def forks(self, graph: DecodingGraph, sid: int, index: int) -> list[Fork]:

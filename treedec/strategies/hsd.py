@@ -57,10 +57,10 @@ class TwoStages:
     """HSD's work before decoding (`Strategy.before`, `treedec.strategies.stages.BeforeDecoding`):
     every page drafted (pipeline OCR, or the ground truth for `drafts=oracle`), its boxes on the
     model's grid; with `stage1`, each draft region read from its crop by the target model
-    (`hsd_stage1.CropReads`); then the page's drafts handed to the strategy's draft source."""
+    (`hsd_stage1.CropReads`); then the page's drafts handed to the run's draft source."""
 
-    def __init__(self, tok: Tokenizer, drafter: PageDraftDrafter, options: "HSDOptions", matcher: NgramMatcher):
-        self.tok, self.drafter, self.matcher = tok, drafter, matcher
+    def __init__(self, tok: Tokenizer, options: "HSDOptions", matcher: NgramMatcher):
+        self.tok, self.matcher = tok, matcher
         self.source, self.with_stage1, self.cache_dir = options.drafts, options.stage1, options.cache_dir
         self.ocr = ocr_config(options.ocr)  # the pipeline drafter's config (None: its defaults)
         self.adaptive, self.stage2_drafts, self.snap = options.draft_len == "adaptive", options.stage2_drafts, options.snap
@@ -71,7 +71,6 @@ class TwoStages:
     def drafted(self, vlm, samples, cache_dir: str | None, beside: bool, progress: bool = True) -> Iterator:
         """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
         drafted in worker processes, `PENDING` while the next draft is not done (`hsd_stream`)."""
-        self.drafter.forget()
         if beside:
             for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr):
                 yield item if item is PENDING else self._fitted(vlm, *item)
@@ -89,9 +88,10 @@ class TwoStages:
     def stage1(self, vlm) -> CropReads | None:
         return CropReads(self.tok, self.matcher, vlm, self.adaptive) if self.with_stage1 else None
 
-    def use(self, vlm, d: Drafted, readings: list) -> dict[str, Any]:
-        """The page's drafts for stage 2: with stage 1, a copy of its draft whose crop regions hold
-        the model's reading of their crops (beside the draft itself, with stage2_drafts=both)."""
+    def use(self, vlm, d: Drafted, readings: list, source) -> dict[str, Any]:
+        """The page's drafts for stage 2, handed to the run's `source`: with stage 1, a copy of its
+        draft whose crop regions hold the model's reading of their crops (beside the draft itself,
+        with stage2_drafts=both)."""
         if d.page is None:
             return {}
         figures = {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0}
@@ -105,7 +105,7 @@ class TwoStages:
             figures.update(stage1_prompt=mode, stage1_steps=max((r.steps for r in readings), default=0),
                            stage1_crops=len(readings))
             pages = [refined, d.page] if self.stage2_drafts == "both" else refined
-        self.drafter.use(d.sample.name, pages, d.grid)
+        source.use(d.sample.name, pages, d.grid)
         return figures
 
 
@@ -204,7 +204,7 @@ def _hsd(tokenizer: Tokenizer, name: str, options: dict, **preset) -> Strategy:
     strategy = fork_base(tokenizer, o.base, name, o.base_options)
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
-    strategy.before = TwoStages(tokenizer, pages, o, matcher)
+    strategy.before = TwoStages(tokenizer, o, matcher)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)
     if o.relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's

@@ -23,22 +23,20 @@ from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 class CropReads:
     def __init__(self, tok: Tokenizer, matcher: NgramMatcher, vlm, adaptive: bool):
         self.tok, self.mode = tok, stage1_mode(vlm)
-        self.drafts = SequenceDrafter(matcher)
+        drafts = SequenceDrafter(matcher)
         self.strategy = Strategy("hsd_stage1", self.mode, tok, crop_target if self.mode == "crop" else flat_target,
-                                 drafter=AdaptiveLength(self.drafts, matcher.max_depth) if adaptive else self.drafts)
+                                 drafter=AdaptiveLength(drafts, matcher.max_depth) if adaptive else drafts)
 
-    def crops(self, vlm, d: Drafted) -> list[Sample]:
+    def crops(self, vlm, d: Drafted) -> list[tuple[Sample, list[list[int]]]]:
         """The crops of a drafted page's regions that hold content (`crop_blocks`), in reading
-        order, each drafted by its region's draft."""
+        order, each with its drafts: its region's draft as a token sequence."""
         s = d.sample
         if d.page is None or s.image is None:
             return []
         out = []
         for k, b in crop_blocks(d.page, numbered=True):
             crop = Sample(f"{s.name}#{k}", region_truth(s.page, b.bbox), stage1_crop(s.image, b.bbox, d.grid))
-            self.drafts.add(crop.name, [self.tok.encode(b.content if self.mode == "crop" else page_draft(b))
-                                        + [self.tok.eos_id]])
-            out.append(crop)
+            out.append((crop, [self.tok.encode(b.content if self.mode == "crop" else page_draft(b)) + [self.tok.eos_id]]))
         return out
 
 

@@ -6,7 +6,8 @@ their figures into one run.
 - `BeforeDecoding` (HSD): every page drafted whole (no model: a pipeline OCR, in this process
   or in worker processes beside the model's runs), then optionally stage 1 (`Stage1`: the
   drafted regions read from their crops, one `runtime.run`), then each page's drafts, refined
-  by its crops' readings, handed to the strategy's draft source before the page decode.
+  by its crops' readings, handed to the run's draft source before the page decode
+  (`Strategy.for_run`: every run has a source of its own).
 - `AfterDecoding` (`crops`): after the page decode (the layout pass), every region of each
   page read from its crop (one `runtime.run`), the readings spliced into the page.
 """
@@ -33,8 +34,9 @@ class Stage1(Protocol):
     """One run's stage 1: `strategy` reads the crops that `crops` cuts from each drafted page."""
     strategy: Any  # the `treedec.strategies.base.Strategy` that reads the crops
 
-    def crops(self, vlm, drafted: Drafted) -> list:
-        """The crop samples of a drafted page (each with its drafts for `strategy`'s source)."""
+    def crops(self, vlm, drafted: Drafted) -> list[tuple[Any, Any]]:
+        """(crop sample, its drafts) for each crop of a drafted page: the drafts handed to the
+        run's source of `strategy` (`use(name, drafts)`) before the crop is read."""
 
 
 class BeforeDecoding(Protocol):
@@ -44,14 +46,14 @@ class BeforeDecoding(Protocol):
     def drafted(self, vlm, samples: Iterable, cache_dir: str | None, beside: bool, progress: bool) -> Iterator:
         """Every sample as `Drafted`, in input order; with `beside`, the engine's `PENDING`
         between them while the next draft is not done; `progress`: a bar while drafting (none in a
-        run's untimed warm-up). The strategy's draft source forgets the drafts of an earlier run."""
+        run's untimed warm-up)."""
 
     def stage1(self, vlm) -> Stage1 | None:
         """This run's stage 1 on `vlm`, or None (no stage 1)."""
 
-    def use(self, vlm, drafted: Drafted, readings: list) -> dict[str, Any]:
-        """Hand a page's drafts to the strategy's draft source, refined by `readings` (the
-        stage-1 records of its crops, in `Stage1.crops` order); the page's figures."""
+    def use(self, vlm, drafted: Drafted, readings: list, source) -> dict[str, Any]:
+        """Hand a page's drafts to `source` (the run's draft source of the strategy), refined by
+        `readings` (the stage-1 records of its crops, in `Stage1.crops` order); the page's figures."""
 
 
 class AfterDecoding(Protocol):
