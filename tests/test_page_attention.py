@@ -138,3 +138,33 @@ def test_a_dense_step_reads_shared_kv_heads_in_place_with_the_same_logits():
         attention.engine_attention = path
     assert torch.equal(engine, hf)
     assert not torch.allclose(engine, step(torch.zeros_like(mask)))  # the mask is applied, not dropped
+
+
+def test_a_bucket_split_across_calls_gives_the_same_outputs(monkeypatch):
+    """On a CPU a bucket's pages go to SDPA in parts whose gathered KV stays below GATHER_BYTES
+    (glibc maps larger temporaries afresh at every call): the outputs are the same, bit for bit,
+    however many parts (GQA: 2 KV heads for 6 query heads)."""
+    import treedec.models.page_attention as pa
+
+    torch.manual_seed(0)
+    L, H, Hkv, D = 400, 6, 2, 8
+    key, value = torch.randn(1, Hkv, L, D), torch.randn(1, Hkv, L, D)
+    query = torch.randn(1, H, 9, D)
+    groups, row = [], 0
+    for p, (r, k) in enumerate([(1, 60), (2, 70), (1, 50), (3, 65), (2, 55)]):  # one bucket (ratio 0)
+        keys = torch.arange(p * 80, p * 80 + k)
+        mask = torch.zeros(r, k)
+        mask[:, ::5] = float("-inf")
+        groups.append((torch.arange(row, row + r), keys, mask))
+        row += r
+    batch = pa.PageBatch.build(groups, ratio=0.0)
+    assert len(batch.buckets) == 1
+    whole = pa.blocked_attention(query, key, value, batch, 0.3)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, *a, **k: calls.append(q.shape[0]) or sdpa(q, *a, **k))
+    monkeypatch.setattr(pa, "GATHER_BYTES", 2 * 70 * Hkv * D * 4)  # two pages of the bucket's 70 keys per call
+    parts = pa.blocked_attention(query, key, value, batch, 0.3)
+    assert calls == [2, 2, 1]
+    assert torch.equal(whole, parts)

@@ -24,6 +24,7 @@ import torch
 
 NEG = float("-inf")
 BUCKET_RATIO = 0.5  # a page joins a bucket with at least this fraction of its largest rows and keys
+GATHER_BYTES = 16 << 20  # on a CPU: a bucket's pages in SDPA calls whose gathered K (and V) stay below this
 
 
 @dataclass
@@ -101,6 +102,15 @@ def _cut(order: list[int], size, ratio: float) -> list[list[int]]:
     return runs
 
 
+def _pages_per_call(keys: int, key: torch.Tensor) -> int:
+    """How many of a bucket's pages one SDPA call takes on a CPU: their gathered keys (and values)
+    at most `GATHER_BYTES` each. A larger temporary is above glibc's mmap threshold (32 MB): mapped
+    and faulted in afresh at every call, which cost a 12-page bucket of 4.4 k keys each at 0.1b
+    about twice its step (docs/forced.md)."""
+    per_page = keys * key.shape[1] * key.shape[-1] * key.element_size()
+    return max(1, GATHER_BYTES // per_page)
+
+
 def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """x [1, H, L, D] at slots idx [P, K] -> [P, H, K, D]; from token-major storage (the KV
     arena's) by whole rows, else along the slot dimension."""
@@ -121,12 +131,17 @@ def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     rows, outs = [], []
     for b in pages.buckets:
         P, R = b.rows.shape
-        q = query[0].index_select(1, b.rows.flatten()).view(H, P, R, -1).transpose(0, 1)
-        k, v = _gather(key, b.keys), _gather(value, b.keys)
-        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=b.mask.to(query.dtype), scale=scale,
-                                                             enable_gqa=H != Hkv)  # [P, H, R, Dv]
-        outs.append(o.transpose(1, 2).reshape(P * R, H, -1)[b.valid])
-        rows.append(b.rows.flatten()[b.valid])
+        n = _pages_per_call(b.keys.shape[1], key) if key.device.type == "cpu" else P
+        for first in range(0, P, n):
+            part = slice(first, first + n)
+            idx, valid = b.rows[part].flatten(), b.valid.view(P, R)[part].flatten()
+            p = len(idx) // R
+            q = query[0].index_select(1, idx).view(H, p, R, -1).transpose(0, 1)
+            k, v = _gather(key, b.keys[part]), _gather(value, b.keys[part])
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=b.mask[part].to(query.dtype),
+                                                                 scale=scale, enable_gqa=H != Hkv)  # [p, H, R, Dv]
+            outs.append(o.transpose(1, 2).reshape(p * R, H, -1)[valid])
+            rows.append(idx[valid])
     o = torch.cat(outs) if len(outs) > 1 else outs[0]
     out = query.new_empty(query.shape[2], H, o.shape[-1])
     out[torch.cat(rows) if len(rows) > 1 else rows[0]] = o
