@@ -90,9 +90,10 @@ class _PageSeqs:
 class PageDraftDrafter:
     """A draft source over per-page drafts, keyed by sample name (`pages`: a draft `Page`, or a
     list of alternative drafts of the page; `grids`: the model's patch grid on the page,
-    where it has one), handed to the run's source before the page is decoded (`use`). `layout`: how the root stream (the tree form's layout stream, the
-    flat stream) is drafted: `ngram` (matching, as every other stream) or `lines` (line by
-    line and field by field, `layout_lines`; n-gram matching where that proposes nothing)."""
+    where it has one), handed to the run's source before the page is decoded (`use`).
+    `layout`: how the root stream (the tree form's layout stream, the flat stream) is drafted:
+    `ngram` (matching, as every other stream) or `lines` (line by line and field by field,
+    `layout_lines`; n-gram matching where that proposes nothing)."""
 
     def __init__(self, tok: Tokenizer, form: str, matcher: NgramMatcher | None = None, min_iou: float = 0.3,
                  layout: str = "ngram"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass, make_dataclass, replace
+from dataclasses import dataclass, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -40,13 +40,6 @@ STRATEGIES: Registry[Callable[..., "Strategy"]] = Registry("strategy", "treedec.
                                                            plugin_folders)
 
 
-def default_config(name: str) -> dict[str, Any]:
-    """A strategy's config from its factory: `name` and each option's default (the config of a
-    plug-in that brings no YAML file)."""
-    params = list(inspect.signature(STRATEGIES.get(name)).parameters.values())[1:]
-    return {"name": name, **{p.name: p.default for p in params if p.default is not inspect.Parameter.empty}}
-
-
 @dataclass
 class NoOptions:
     """The schema of a strategy without options of its own (sequential, padoc, crops): its name
@@ -58,17 +51,23 @@ _HELD = {"int": int, "float": float, "bool": bool, "str": str, int: int, float: 
 
 
 def plugin_schema(name: str) -> type:
-    """A plug-in strategy's schema, from its factory (`default_config`'s keys): `name`, then each
-    option typed by its annotation where that is int, float, bool or str (else Any), its default
-    the factory's (none: required)."""
+    """A plug-in strategy's schema, from its factory: `name`, then each option typed by its
+    annotation where that is int, float, bool or str (else Any), its default the factory's (none:
+    required)."""
     params = list(inspect.signature(STRATEGIES.get(name)).parameters.values())[1:]
-    fields = [("name", str, name)]
+    spec = [("name", str, name)]
     for p in params:
         if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue
         default = MISSING if p.default is inspect.Parameter.empty else p.default
-        fields.append((p.name, _HELD.get(p.annotation, Any), default))
-    return make_dataclass(f"{name}_options", fields)
+        spec.append((p.name, _HELD.get(p.annotation, Any), default))
+    return make_dataclass(f"{name}_options", spec)
+
+
+def default_config(name: str) -> dict[str, Any]:
+    """A strategy's config from its factory: `name` and each option's default (`plugin_schema`'s
+    fields that have one: the config of a plug-in that brings no YAML file)."""
+    return {f.name: f.default for f in fields(plugin_schema(name)) if f.default is not MISSING}
 
 
 def options_of(schema, name: str, options: Mapping[str, Any]):
