@@ -1,42 +1,46 @@
 """Where does each strategy break even with sequential, by model size? A PROJECTION from one
 measured forced sweep, labelled so; the measured size is its check.
 
-Its check FAILED when first run (2026-12-03, the 0.1b sweep of docs/forced.md): +93 % (padoc),
-+24 % (padoc_hsd), +136 % (sequential) against the measured pages/s, the line below missing
-small-row and long-KV steps; no break-even size is claimed from it (docs/forced.md).
-
 Under forcing a run's counts do not depend on the model's size (`treedec.engine.pass_log`: steps
 by rows and pages, attention score elements, prefill tokens), nor do the engine's own seconds
 (drafting, acceptance, bookkeeping) or the rest (reading pages, drafting before decoding,
-writing). Only the forwards' time does. So, per job of the sweep and per size S:
+writing). Only the forwards' time does. So, per job of the sweep and per size S, the job's
+counts are projected as its run projected itself (`treedec.cost_model`), with the times of a
+forced model of size S (random weights, the job's own prompt mode and pages) taken here:
 
     wall(S)   = model(S) + engine + other            (engine, other: measured in the job)
-    model(S)  = sum over its steps of a + b x rows + c x attention elements
-              + p x prefill tokens + q x prefill attention elements        (in CPU seconds)
+    model(S)  = sum over the job's (rows, pages) buckets of steps x t_S(bucket)
+              + p_S x prefill tokens + q_S x prefill attention elements      (in CPU seconds)
                 / the job's measured CPU share over its forwards                (to wall seconds)
-    a, b, c, p, q: fitted, per size, on forwards of a random forced model of size S timed here
-              (`treedec.cost_model.step_probe`: the engine's own step on a KV arena; prefills of
-              a few prompt lengths), this machine, this process
+    t_S:      the job's 8 most common buckets timed at their mean pages, rows and keys
+              (`treedec.cost_model.step_probe`: the engine's own step on a KV arena of that
+              size); the other buckets by a line fitted on 5 steps around the job's mean
+    p_S, q_S: prefills of the job's first 3 page prompts, timed
 
-and pages/s(S) = pages / wall(S), each strategy against sequential at the same S and level.
-With the vision encoder (`vit` columns; the runs leave it out, `treedec/models/forced.py`): every
-prefill's image also goes through Qwen3-VL-2B/4B's ViT (24 layers, hidden 1024, MLP 4096, 16
-heads, full attention; random weights, transformers' `Qwen3VLVisionModel`), timed here at three
-patch counts and fitted as alpha x patches + beta x patches^2, projected from the run's prefills
-(4 patches per image token: patches = 4 x prefill tokens, sum of patches^2 = 32 x prefill
-attention elements): pages, crops and HSD's stage-1 crops each encoded once, as a real run would. The
-line a + b x rows + c x attention is the cost model's fallback form (`treedec/cost_model.py`
-times the buckets a run had instead); at the sweep's own size the projection is set beside the
-measured pages/s (`check`), so its error there is shown, not assumed. Assumed: steps, rows and
-acceptance do not change with size (forced), the machine and threads are those of the sweep,
-the vision encoder is left out (as in the runs: `treedec/models/forced.py`).
+Each probe is built, timed and freed alone (`calibrate(apart=True)`: at 0.5b one bucket of 12
+pages x 4.4 k keys is a 12 GB arena), so run it on a quiet machine, alone. pages/s(S) = pages /
+wall(S), each strategy against sequential at the same S and level. With the vision encoder
+(`vit` columns; the runs leave it out, `treedec/models/forced.py`): every prefill's image also
+goes through Qwen3-VL-2B/4B's ViT (24 layers, hidden 1024, MLP 4096, 16 heads, full attention;
+random weights, transformers' `Qwen3VLVisionModel`), timed here at three patch counts and fitted
+as alpha x patches + beta x patches^2, projected from the run's prefills (4 patches per image
+token: patches = 4 x prefill tokens, sum of patches^2 = 32 x prefill attention elements): pages,
+crops and HSD's stage-1 crops each encoded once, as a real run would. At the sweep's own size the
+projection is set beside the measured pages/s (`check`), so its error there is shown, not
+assumed. Assumed: steps, rows and acceptance do not change with size (forced), the machine and
+threads are those of the sweep, the vision encoder is left out unless in the `vit` columns.
 
-    python experiments/break_even.py --sweep runs/forced-0.1b [--sizes 30m 0.1b 0.5b] [--threads 2]
-        [--baseline sequential] [--out runs/break_even]
+The first version fitted one line a + b x rows + c x attention elements on a fixed grid for
+every step; its check failed (2026-12-03, at 0.1b: +93 % padoc, +24 % padoc_hsd, +136 %
+sequential: it missed small-row and long-KV steps), so it times the job's own buckets now.
+
+    python experiments/break_even.py --sweep runs/exp-forced-0.1b-both [--sizes 30m 0.1b 0.5b]
+        [--baseline sequential] [--budget 30] [--out runs/break_even]
 
 Writes break_even.json and break_even.png (pages/s ratio to sequential against size, a line per
-strategy and level; measured ratios marked) and prints the table. Run it on a quiet machine;
-at 1.5b it needs about 12 GB of memory and several minutes a size (its prefills).
+strategy and level; measured ratios marked) and prints the table. Memory: the model of the
+largest size plus one bucket's arena (0.5b and 1.5b: 28 layers x 8 KV heads x 128 x 2 x 4 bytes
+= 229 kB a key in fp32).
 """
 from __future__ import annotations
 
@@ -46,10 +50,6 @@ import math
 import statistics
 from pathlib import Path
 
-# (pages, rows, keys per page) of the timed steps: rows from 1 to 256, 1 k to 8 k keys a row (23 k KV slots in all:
-# 5.3 GB at 0.5b and 1.5b in fp32)
-GRID = ((1, 1, 1024), (1, 8, 4096), (8, 8, 512), (4, 64, 1024), (4, 256, 512), (2, 32, 4096))
-PREFILLS = (128, 512, 1024)  # prompt tokens of the timed prefills
 VIT_SIDES = (16, 32, 48)  # patches per side of the ViT's timed images (256, 1024, 2304 patches)
 
 
@@ -73,39 +73,36 @@ def jobs(sweep: Path) -> list[dict]:
     return out
 
 
-def fit_costs(size: str, threads: int, budget_s: float) -> dict:
-    """a, b, c (a step: 1, rows, attention elements) and p, q (a prefill: tokens, causal
-    attention elements) in CPU seconds for a random forced model of `size`, timed here."""
+def size_costs(sweep: Path, found: list[dict], size: str, budget_s: float) -> dict[str, dict]:
+    """Per job of `found`: `treedec.cost_model.calibrate`'s times for its counts with a forced model
+    of `size` (the job's own config otherwise: pages, prompt mode, threads), each probe alone."""
+    import gc
+
     import torch
+    from omegaconf import OmegaConf
 
-    from treedec.cost_model import _fit, _timed, step_probe
-    from treedec.models.adapter import Prompt
-    from treedec.models.forced import ForcedModel
+    from treedec.cost_model import calibrate
+    from treedec.data import open_dataset
+    from treedec.engine.pass_log import PassLog
+    from treedec.models.loader import load_vlm
+    from treedec.strategies.base import build_strategy
 
-    torch.set_num_threads(threads)
-    vlm = ForcedModel(size, vision_tokens=16)
-    adapter = vlm.adapter()
-    dev = next(adapter.model.parameters()).device
-    probes, points = [], []
-    for pages, rows, keys in GRID:
-        fn, attn = step_probe(adapter, pages, rows, keys, dense_waste=4.0)
-        probes.append(fn)
-        points.append(("step", rows, attn))
-    for n in PREFILLS:
-        ids = torch.randint(10, adapter.text_config.vocab_size, (n,)).tolist()
-        probes.append(lambda pr=Prompt(ids=ids): adapter.prefill(pr))
-        points.append(("prefill", n, n * (n + 1) // 2))
-    times = _timed(probes, dev, budget_s, rounds=2)
-    steps = [(r, a, t) for (k, r, a), t in zip(points, times) if k == "step"]
-    pre = [(r, a, t) for (k, r, a), t in zip(points, times) if k == "prefill"]
-    a, b, c = _fit([[1.0, r, at] for r, at, _ in steps], [t for *_, t in steps])
-    p, q = _fit([[r, at] for r, at, _ in pre], [t for *_, t in pre])
-    fitted = [a + b * r + c * at for r, at, _ in steps]
-    return {"size": size, "clock": "cpu", "per_step_s": a, "per_row_s": b, "per_attention_s": c, "per_prefill_token_s": p,
-            "per_prefill_attention_s": q,
-            "step_points": [{"rows": r, "attention": at, "time_s": t, "fitted_s": f}
-                            for (r, at, t), f in zip(steps, fitted)],
-            "prefill_points": [{"tokens": r, "time_s": t} for r, _, t in pre]}
+    cfgs = {j["job"]: OmegaConf.load(sweep / j["job"] / "config.yaml") for j in found}
+    first = next(iter(cfgs.values()))
+    torch.set_num_threads(int(first.runtime.threads))
+    model_cfg = OmegaConf.merge(first.model, {"size": size})
+    vlm = load_vlm(model_cfg)
+    samples = list(open_dataset(first.data, model_pages=vlm.pages))
+    memo, out = {}, {}
+    for j in found:
+        cfg = cfgs[j["job"]]
+        mode = build_strategy(OmegaConf.to_container(cfg.strategy), vlm.tokenizer).mode
+        out[j["job"]] = calibrate(vlm, mode, samples, PassLog(**j["counts"]), int(j["in_flight"]),
+                                  float(cfg.runtime.get("dense_waste", 4.0)), budget_s=budget_s, apart=True, memo=memo)
+        print(f"  {size} {j['job']}: {out[j['job']]['calibration_s']:.0f} s of probes", flush=True)
+    del vlm, samples
+    gc.collect()
+    return out
 
 
 def fit_vit(threads: int, budget_s: float) -> dict:
@@ -147,8 +144,8 @@ def vit_s(job: dict, vit: dict) -> float:
 
 def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
     """The job's pages/s with its forwards at `costs`' size (`treedec.cost_model.project` on its
-    counts, every bucket by the fitted line: see the module), and the vision encoder's time on its
-    images with `vit` (CPU seconds, turned to wall seconds by the job's CPU share as the forwards are)."""
+    counts), and the vision encoder's time on its images with `vit` (CPU seconds, turned to wall
+    seconds by the job's CPU share as the forwards are)."""
     from treedec.cost_model import project
     from treedec.engine.pass_log import PassLog
 
@@ -208,20 +205,15 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=["30m", "0.1b", "0.5b"])
     ap.add_argument("--measured-size", default=None, help="the sweep's model.size (its check); read from a job's config")
     ap.add_argument("--baseline", default="sequential")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--budget", type=float, default=20.0, help="seconds of timing per size (after one untimed round)")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the ViT's timing (the steps': the jobs')")
+    ap.add_argument("--budget", type=float, default=30.0, help="seconds of timing per job and size (probes alone)")
     ap.add_argument("--no-vit", action="store_true", help="leave the vision encoder's projection out")
     ap.add_argument("--out", type=Path, default=Path("runs/break_even"))
     a = ap.parse_args()
     found = jobs(a.sweep)
     measured_at = a.measured_size or _size_of(a.sweep)
     sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
-    costs = {}
-    for s in sizes:
-        costs[s] = fit_costs(s, a.threads, a.budget)
-        print(f"{s}: a {costs[s]['per_step_s']:.3g} s, b {costs[s]['per_row_s']:.3g} s/row, "
-              f"c {costs[s]['per_attention_s']:.3g} s/element; prefill {costs[s]['per_prefill_token_s']:.3g} s/token",
-              flush=True)
+    costs = {s: size_costs(a.sweep, found, s, a.budget) for s in sizes}  # size -> job -> calibrate's times
     vit = None if a.no_vit else fit_vit(a.threads, a.budget)
     if vit:
         print(f"ViT: {vit['per_patch_s']:.3g} s/patch, {vit['per_patch_sq_s']:.3g} s/patch^2", flush=True)
@@ -230,14 +222,15 @@ def main() -> None:
         base = next((b for b in found if b["strategy"] == a.baseline and b["in_flight"] == j["in_flight"]), None)
         if base is None:
             continue
-        rate = {s: projected(j, costs[s]) for s in sizes}
-        ratio = {s: rate[s] / projected(base, costs[s]) for s in sizes}
+        rate = {s: projected(j, costs[s][j["job"]]) for s in sizes}
+        ratio = {s: rate[s] / projected(base, costs[s][base["job"]]) for s in sizes}
         row = {"strategy": j["strategy"], "in_flight": j["in_flight"], "baseline": a.baseline, "pages": j["pages"],
                "mean_steps_ratio": base["mean_steps"] / j["mean_steps"] if j["mean_steps"] else None,
                "median_steps_ratio": base["median_steps"] / j["median_steps"] if j["median_steps"] else None,
                "projected_pages_per_s": rate, "ratio": ratio,
                **({"vit_s_per_page": vit_s(j, vit) / j["pages"],
-                   "ratio_with_vit": {s: projected(j, costs[s], vit) / projected(base, costs[s], vit) for s in sizes}}
+                   "ratio_with_vit": {s: projected(j, costs[s][j["job"]], vit) / projected(base, costs[s][base["job"]], vit)
+                                      for s in sizes}}
                   if vit else {}),
                "break_even_params": crossing([(params(s), ratio[s]) for s in sizes])}
         if measured_at:
@@ -246,7 +239,8 @@ def main() -> None:
         rows.append(row)
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"sweep": str(a.sweep), "measured_size": measured_at, "sizes": sizes, "threads": a.threads,
-            "kind": "PROJECTION from the sweep's counts and measured engine/other seconds, forwards timed per size here",
+            "kind": "PROJECTION from the sweep's counts and measured engine/other seconds, each job's buckets and "
+                    "prefills timed per size here",
             "costs": costs, "vit": vit}
     (a.out / "break_even.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
     plot(rows, sizes, measured_at, a.out / "break_even.png")

@@ -93,3 +93,22 @@ def test_each_engine_logs_to_the_log_its_runtime_hands_it(samples):
     assert logged.prefills == 1 and logged.steps == steps - 1 == engine.forward_passes - 1
     assert unlogged.forward_passes > engine.forward_passes and unlogged.log is None
     assert not any(isinstance(v, list) for k, v in vars(pass_log).items() if not k.startswith("__"))
+
+
+def test_probes_timed_apart_once_per_model(samples):
+    """`calibrate(apart=True)` (break_even.py's sizes whose KV arenas do not fit together) builds, times
+    and frees each probe alone; with a `memo` shared by calls on one model, a probe is timed once."""
+    from treedec.cost_model import calibrate
+    from treedec.strategies.base import STRATEGIES
+
+    torch.set_num_threads(1)
+    vlm = ForcedModel("1m", vision_tokens=16)
+    res = _run({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
+    memo, mode = {}, STRATEGIES.get("padoc")(vlm.tokenizer).mode
+    first = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
+    assert first["bucket_points"] and all(p["time_s"] > 0 for p in first["bucket_points"])
+    assert len(first["prefill_points"]) == len(samples) and all(p["time_s"] > 0 for p in first["prefill_points"])
+    timed = len(memo)
+    again = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
+    assert len(memo) == timed and again["bucket_points"] == first["bucket_points"]  # nothing timed again
+    assert project(res.passes, again, len(samples), res.wall_s)["projected_pages_per_s"] > 0

@@ -33,6 +33,7 @@ seconds, and calibrate the times there. The calibration's seconds are `calibrati
 """
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from typing import Any
@@ -44,6 +45,7 @@ from treedec.engine.pass_log import PassLog
 
 STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
 TIMED_BUCKETS = 8  # the (rows, pages) buckets (PassLog.by_rows) with the most steps, each timed
+LONG_S = 1.0  # a probe's call this long needs no untimed warm-up (`_timed_apart`)
 
 
 def _sync(device: torch.device) -> None:
@@ -76,39 +78,68 @@ def _timed(probes: list, device: torch.device, budget_s: float, rounds: int = 3)
     return [statistics.median(ts) for ts in times]
 
 
+def _timed_apart(makers: list, device: torch.device, budget_s: float, rounds: int = 3) -> list[tuple[float, Any]]:
+    """`_timed` for probes that do not fit in memory together: each of `makers` (callables returning
+    (probe, what it built)) is built, timed alone and freed before the next. Its first call is
+    untimed unless it took over `LONG_S` (a long call needs no warm-up, and a second would cost as
+    much); then at least one timed call, at most `rounds`, within its share of `budget_s`."""
+    clock, out = _clock(device), []
+
+    def once(fn) -> float:
+        _sync(device)
+        t = clock()
+        fn()
+        _sync(device)
+        return clock() - t
+
+    for make in makers:
+        fn, built = make()
+        first = once(fn)
+        ts, t0 = ([first] if first > LONG_S else []), time.perf_counter()
+        while len(ts) < rounds and (not ts or time.perf_counter() - t0 < budget_s / len(makers)):
+            ts.append(once(fn))
+        out.append((statistics.median(ts), built))
+        del fn
+        gc.collect()
+    return out
+
+
 def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
     """Least-squares coefficients of t = x . coef (minimum norm where the points do not tell them apart)."""
     coef, *_ = np.linalg.lstsq(np.array(xs, dtype=float), np.array(ts, dtype=float), rcond=None)
     return [float(c) for c in coef]
 
 
-def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float):
+def step_probe(adapter, pages: int, rows: int, keys: int | list[int], dense_waste: float,
+               blocked: bool | None = None):
     """(one step as a callable, attention elements it hands to the kernels): `pages` pages of
-    `keys` KV slots each, `rows` rows in all, with the engine's choice of dense or page-blocked
-    attention (blocked once the dense mask would hand over `dense_waste` x the real elements)."""
+    `keys` KV slots each (or a list: each page's), `rows` rows in all, page-blocked attention
+    if `blocked` (None: the engine's choice, blocked once the dense mask would hand over
+    `dense_waste` x the real elements; here: more pages than `dense_waste`)."""
     from treedec.engine.kv import KVArena
     from treedec.engine.step_attention import Span, dense_mask, page_batch, page_slots
 
     cfg = adapter.text_config
     dev = next(adapter.model.parameters()).device
     per = [rows // pages + (p < rows % pages) for p in range(pages)]  # rows per page, `rows` in all
+    each = list(keys) if isinstance(keys, (list, tuple)) else [keys] * pages
     arena = KVArena()
-    shape = (1, cfg.num_key_value_heads, pages * keys, cfg.head_dim)
+    shape = (1, cfg.num_key_value_heads, sum(each), cfg.head_dim)
     with torch.inference_mode():
         for layer in range(cfg.num_hidden_layers):
             arena.cache.update(torch.randn(shape, dtype=adapter.dtype, device=dev),
                                torch.randn(shape, dtype=adapter.dtype, device=dev), layer)
     for p in range(pages):
-        arena.reserve(keys, p)
+        arena.reserve(each[p], p)
     base = arena.size
     slots = page_slots(arena.owner, base)
     starts = [sum(per[:p]) for p in range(pages)]
     spans = [Span(p, starts[p], per[p], None, slots[p]) for p in range(pages) if per[p]]
     n = rows
     ids = torch.randint(10, cfg.vocab_size, (n,))
-    pos = torch.cat([torch.arange(keys, keys + r) for r in per])
+    pos = torch.cat([torch.arange(each[p], each[p] + r) for p, r in enumerate(per)])
     keep = torch.arange(n)
-    blocked = pages > 1 and pages > dense_waste
+    blocked = (pages > 1 and pages > dense_waste) if blocked is None else (blocked and pages > 1)
     batch = page_batch(spans, slots, base) if blocked else None
     mask = None if blocked else dense_mask(spans, base, n)
 
@@ -123,28 +154,40 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float):
 
 
 def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = 4.0,
-              budget_s: float | None = None) -> dict[str, Any]:
+              budget_s: float | None = None, apart: bool = False, memo: dict | None = None) -> dict[str, Any]:
     """The step times t(r) and costs a, b, c (steps), p, q (prefills) of `log`'s model on this machine, now
     (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in
-    flight. `budget_s`: how long to time (default: 5 % of the run's forwards, 2 to 60 s)."""
+    flight. `budget_s`: how long to time (default: 5 % of the run's forwards, 2 to 60 s).
+    `apart`: time each probe alone and free its KV arena before the next (`_timed_apart`: for a
+    model whose probes do not fit in memory together; a run times them in turn, round after round).
+    `memo`: probe -> (seconds, what it built), shared by calls on one model: a probe timed once."""
     t0 = time.perf_counter()
     adapter = vlm.adapter()
     dev = next(adapter.model.parameters()).device
     costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}
-    probes, kinds = [], []
-    def add_step(kind: str, pages_: float, rows_: float, keys_: float, **extra) -> None:
+    makers, kinds = [], []  # makers: () -> (probe, what it built); kinds: (kind, its figures, memo key)
+
+    def add_step(kind: str, pages_: float, rows_: float, keys_: float, blocked: bool | None = None, **extra) -> None:
+        # keys_: attention elements a row; a dense step's span the arena (every page), a blocked step's its page
         P = max(1, min(pages, round(pages_), round(rows_)))
-        r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if P > dense_waste else P)))
-        fn, attn = step_probe(adapter, P, r, k, dense_waste)
-        probes.append(fn)
-        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "attention": attn, **extra}))
+        blocked = (P > dense_waste) if blocked is None else blocked
+        r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if blocked else P)))
+
+        def make(P=P, r=r, k=k, blocked=blocked):
+            fn, attn = step_probe(adapter, P, r, k, dense_waste, blocked=blocked)
+            return fn, {"attention": attn}
+        makers.append(make)
+        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked and P > 1, **extra},
+                      ("step", P, r, k, blocked and P > 1)))
 
     if log.steps:  # the row counts most steps had, each at its steps' mean pages and keys; a grid for the rest
+        marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
         for b, (n, pg, rw, at) in sorted(log.by_rows.items(), key=lambda kv: -kv[1][0])[:TIMED_BUCKETS]:
             # beside the probe's time: what the run's own steps of the bucket cost (CPU seconds a step), to see where
             # a projection misses
             cpu = log.by_rows_forward_cpu_s.get(b)
-            add_step("bucket", pg / n, rw / n, at / rw, bucket=b, run_cpu_s=cpu / n if cpu is not None else None)
+            add_step("bucket", pg / n, rw / n, at / rw, blocked=str(b).endswith("b") if marked else None, bucket=b,
+                     run_cpu_s=cpu / n if cpu is not None else None)
         rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
         if len(log.by_rows) > TIMED_BUCKETS:
             for fr, fk in STEP_GRID:
@@ -153,15 +196,24 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
         for s in samples:
             if getattr(s, "image", None) is not None:
                 prompt = vlm.prompt(s.image, mode)
-                probes.append(lambda pr=prompt: adapter.prefill(pr))
-                kinds.append(("prefill", {"tokens": len(prompt.ids)}))
-            if sum(k == "prefill" for k, _ in kinds) == 3:
+                makers.append(lambda pr=prompt: ((lambda: adapter.prefill(pr)), {}))
+                kinds.append(("prefill", {"tokens": len(prompt.ids)}, ("prefill", len(prompt.ids))))
+            if sum(k == "prefill" for k, *_ in kinds) == 3:
                 break
     budget = budget_s if budget_s is not None else min(60.0, max(2.0, 0.05 * log.forward_s))
-    times = _timed(probes, dev, budget) if probes else []
-    steps = [(d, t) for (k, d), t in zip(kinds, times) if k == "step"]
-    costs["bucket_points"] = [{**d, "time_s": t} for (k, d), t in zip(kinds, times) if k == "bucket"]
-    prefills = [(d, t) for (k, d), t in zip(kinds, times) if k == "prefill"]
+    memo = {} if memo is None else memo
+    todo = [i for i, (_, _, key) in enumerate(kinds) if key not in memo]
+    if apart:
+        timed = _timed_apart([makers[i] for i in todo], dev, budget)
+    else:
+        built = [makers[i]() for i in todo]
+        timed = list(zip(_timed([fn for fn, _ in built], dev, budget) if built else [], [d for _, d in built]))
+    for i, got in zip(todo, timed):
+        memo[kinds[i][2]] = got
+    points = [(k, {**d, **memo[key][1]}, memo[key][0]) for k, d, key in kinds]
+    steps = [(d, t) for k, d, t in points if k == "step"]
+    costs["bucket_points"] = [{**d, "time_s": t} for k, d, t in points if k == "bucket"]
+    prefills = [(d, t) for k, d, t in points if k == "prefill"]
     if steps:
         costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = _fit(
             [[1.0, d["rows"], d["attention"]] for d, _ in steps], [t for _, t in steps])

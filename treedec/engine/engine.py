@@ -225,7 +225,7 @@ class Engine:
         extra = {"hidden": True} if self._hidden else {}
         if (rows := self.policy.in_forward) is not None:  # a drafter's rows (PTP's placeholders)
             extra["placeholders"] = rows
-        if self._use_blocks(spans, real, n_new * (base + n_new)):
+        if (blocked := self._use_blocks(spans, real, n_new * (base + n_new))):
             pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
             self.attention_stats.add(real, pages.padded, len(pages.buckets))
             attn, t_forward = pages.padded, pass_log.clock()
@@ -264,7 +264,7 @@ class Engine:
                 page.timeline.append(touched[page.pid])
         self._maybe_compact()
         if self.log is not None:
-            self.log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step)
+            self.log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step, blocked)
 
     def _use_blocks(self, spans: list[Span], real: int, dense: int) -> bool:
         if not self._blocks or spans[0].page == spans[-1].page:  # one page: the dense mask is its block

@@ -27,15 +27,18 @@ class PassLog:
     prefill_forward_s: float = 0.0
     prefill_forward_cpu_s: float = 0.0
     admit_s: float = 0.0  # the whole admissions (the forcing's trie, prefill, first token)
-    # steps by their rows and pages ("ROWSxPAGES", each `rows_bucket`ed) -> [steps, pages, rows, attention] summed: a
-    # step's cost is not linear in its rows (on this CPU 2 and 3 rows cost more than 4) and HSD's stage 1 (many crops,
-    # short KV) and stage 2 (few pages, long KV) differ at the same rows, so the cost model times the buckets run
+    # steps by their rows and pages ("ROWSxPAGES", each `rows_bucket`ed; "ROWSxPAGESb" for page-blocked attention) ->
+    # [steps, pages, rows, attention] summed: a step's cost is not linear in its rows (on this CPU 2 and 3 rows cost
+    # more than 4), HSD's stage 1 (many crops, short KV) and stage 2 (few pages, long KV) differ at the same rows, and
+    # a blocked step's attention elements are its pages' own keys where a dense step's are the whole arena's, so the
+    # cost model times the buckets run
     by_rows: dict = field(default_factory=dict)
     # the same buckets -> their steps' forward CPU seconds (a timing, apart from the counts): where a projection misses
     by_rows_forward_cpu_s: dict = field(default_factory=dict)
 
-    def add_step(self, pages: int, rows: int, attn: int, forward: tuple[float, float], step_s: float) -> None:
-        """`forward`: the forward's (wall, CPU) seconds (`forward_clock`)."""
+    def add_step(self, pages: int, rows: int, attn: int, forward: tuple[float, float], step_s: float,
+                 blocked: bool = False) -> None:
+        """`forward`: the forward's (wall, CPU) seconds (`forward_clock`); `blocked`: page-blocked attention."""
         self.steps += 1
         self.step_pages += pages
         self.step_rows += rows
@@ -43,7 +46,7 @@ class PassLog:
         self.step_forward_s += forward[0]
         self.step_forward_cpu_s += forward[1]
         self.step_s += step_s
-        key = f"{rows_bucket(rows)}x{rows_bucket(pages)}"
+        key = f"{rows_bucket(rows)}x{rows_bucket(pages)}{'b' if blocked else ''}"
         b = self.by_rows.setdefault(key, [0, 0, 0, 0])
         for i, v in enumerate((1, pages, rows, attn)):
             b[i] += v
