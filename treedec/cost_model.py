@@ -60,6 +60,15 @@ def _clock(device: torch.device):
     return time.perf_counter if device.type == "cuda" else time.process_time
 
 
+def _once(fn, device: torch.device, clock) -> float:
+    """`clock`'s seconds of one call of `fn`, the device waited for before and after."""
+    _sync(device)
+    t = clock()
+    fn()
+    _sync(device)
+    return clock() - t
+
+
 def _timed(probes: list, device: torch.device, budget_s: float, rounds: int = 3) -> list[float]:
     """Median seconds (`_clock`'s) of each of `probes` (callables), called in turn, round after
     round, for at least `rounds` rounds and `budget_s` wall seconds (after one untimed round): a
@@ -70,11 +79,7 @@ def _timed(probes: list, device: torch.device, budget_s: float, rounds: int = 3)
     t0 = time.perf_counter()
     while len(times[0]) < rounds or time.perf_counter() - t0 < budget_s:
         for fn, ts in zip(probes, times):
-            _sync(device)
-            t = clock()
-            fn()
-            _sync(device)
-            ts.append(clock() - t)
+            ts.append(_once(fn, device, clock))
     return [statistics.median(ts) for ts in times]
 
 
@@ -84,20 +89,12 @@ def _timed_apart(makers: list, device: torch.device, budget_s: float, rounds: in
     untimed unless it took over `LONG_S` (a long call needs no warm-up, and a second would cost as
     much); then at least one timed call, at most `rounds`, within its share of `budget_s`."""
     clock, out = _clock(device), []
-
-    def once(fn) -> float:
-        _sync(device)
-        t = clock()
-        fn()
-        _sync(device)
-        return clock() - t
-
     for make in makers:
         fn, built = make()
-        first = once(fn)
+        first = _once(fn, device, clock)
         ts, t0 = ([first] if first > LONG_S else []), time.perf_counter()
         while len(ts) < rounds and (not ts or time.perf_counter() - t0 < budget_s / len(makers)):
-            ts.append(once(fn))
+            ts.append(_once(fn, device, clock))
         out.append((statistics.median(ts), built))
         del fn
         gc.collect()
@@ -110,10 +107,9 @@ def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
     return [float(c) for c in coef]
 
 
-def step_probe(adapter, pages: int, rows: int, keys: int | list[int], dense_waste: float,
-               blocked: bool | None = None):
+def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, blocked: bool | None = None):
     """(one step as a callable, attention elements it hands to the kernels): `pages` pages of
-    `keys` KV slots each (or a list: each page's), `rows` rows in all, page-blocked attention
+    `keys` KV slots each, `rows` rows in all, page-blocked attention
     if `blocked` (None: the engine's choice, blocked once the dense mask would hand over
     `dense_waste` x the real elements; here: more pages than `dense_waste`)."""
     from treedec.engine.kv import KVArena
@@ -122,22 +118,21 @@ def step_probe(adapter, pages: int, rows: int, keys: int | list[int], dense_wast
     cfg = adapter.text_config
     dev = next(adapter.model.parameters()).device
     per = [rows // pages + (p < rows % pages) for p in range(pages)]  # rows per page, `rows` in all
-    each = list(keys) if isinstance(keys, (list, tuple)) else [keys] * pages
     arena = KVArena()
-    shape = (1, cfg.num_key_value_heads, sum(each), cfg.head_dim)
+    shape = (1, cfg.num_key_value_heads, pages * keys, cfg.head_dim)
     with torch.inference_mode():
         for layer in range(cfg.num_hidden_layers):
             arena.cache.update(torch.randn(shape, dtype=adapter.dtype, device=dev),
                                torch.randn(shape, dtype=adapter.dtype, device=dev), layer)
     for p in range(pages):
-        arena.reserve(each[p], p)
+        arena.reserve(keys, p)
     base = arena.size
     slots = page_slots(arena.owner, base)
     starts = [sum(per[:p]) for p in range(pages)]
     spans = [Span(p, starts[p], per[p], None, slots[p]) for p in range(pages) if per[p]]
     n = rows
     ids = torch.randint(10, cfg.vocab_size, (n,))
-    pos = torch.cat([torch.arange(each[p], each[p] + r) for p, r in enumerate(per)])
+    pos = torch.cat([torch.arange(keys, keys + r) for r in per])
     keep = torch.arange(n)
     blocked = (pages > 1 and pages > dense_waste) if blocked is None else (blocked and pages > 1)
     batch = page_batch(spans, slots, base) if blocked else None
@@ -170,15 +165,15 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
     def add_step(kind: str, pages_: float, rows_: float, keys_: float, blocked: bool | None = None, **extra) -> None:
         # keys_: attention elements a row; a dense step's span the arena (every page), a blocked step's its page
         P = max(1, min(pages, round(pages_), round(rows_)))
-        blocked = (P > dense_waste) if blocked is None else blocked
+        blocked = (P > dense_waste if blocked is None else blocked) and P > 1  # one page: the dense mask is its block
         r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if blocked else P)))
 
         def make(P=P, r=r, k=k, blocked=blocked):
             fn, attn = step_probe(adapter, P, r, k, dense_waste, blocked=blocked)
             return fn, {"attention": attn}
         makers.append(make)
-        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked and P > 1, **extra},
-                      ("step", P, r, k, blocked and P > 1)))
+        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked, **extra},
+                      ("step", P, r, k, blocked)))
 
     if log.steps:  # the row counts most steps had, each at its steps' mean pages and keys; a grid for the rest
         marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
