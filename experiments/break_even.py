@@ -78,27 +78,16 @@ def size_costs(sweep: Path, found: list[dict], size: str, budget_s: float) -> di
     of `size` (the job's own config otherwise: pages, prompt mode, threads), each probe alone."""
     import gc
 
-    import torch
     from omegaconf import OmegaConf
 
-    from treedec.cost_model import calibrate
-    from treedec.data import open_dataset
-    from treedec.engine.pass_log import PassLog
-    from treedec.models.loader import load_vlm
-    from treedec.strategies.base import build_strategy
+    from treedec.recalibrate import load_job_model, recalibrate
 
     cfgs = {j["job"]: OmegaConf.load(sweep / j["job"] / "config.yaml") for j in found}
-    first = next(iter(cfgs.values()))
-    torch.set_num_threads(int(first.runtime.threads))
-    model_cfg = OmegaConf.merge(first.model, {"size": size})
-    vlm = load_vlm(model_cfg)
-    samples = list(open_dataset(first.data, model_pages=vlm.pages))
+    vlm, samples = load_job_model(next(iter(cfgs.values())), size)
     memo, out = {}, {}
     for j in found:
-        cfg = cfgs[j["job"]]
-        mode = build_strategy(OmegaConf.to_container(cfg.strategy), vlm.tokenizer).mode
-        out[j["job"]] = calibrate(vlm, mode, samples, PassLog(**j["counts"]), int(j["in_flight"]),
-                                  float(cfg.runtime.get("dense_waste", 4.0)), budget_s=budget_s, apart=True, memo=memo)
+        out[j["job"]] = recalibrate(vlm, samples, cfgs[j["job"]], j["counts"], j["in_flight"],
+                                    budget_s=budget_s, apart=True, memo=memo)
         print(f"  {size} {j['job']}: {out[j['job']]['calibration_s']:.0f} s of probes", flush=True)
     del vlm, samples
     gc.collect()

@@ -5,8 +5,8 @@ labelled so wherever it is reported: the run's measured pages/s came from the co
 
     python experiments/reproject.py runs/exp-forced-0.1b-gqa/strategy=sequential [--budget 60] [--out FILE]
 
-Reads the job's .hydra/config.yaml (model, data, strategy, runtime), times the probes as the run's
-own calibration did (`treedec.cost_model.calibrate`, same budget rule unless --budget), projects
+Reads the job's config.yaml (model, data, strategy, runtime), times the probes as the run's
+own calibration did (`treedec.recalibrate`, same budget rule unless --budget), projects
 (`project`) with the run's measured engine and other seconds, and prints (and writes with --out)
 the measured pages/s, the run's projection, the re-projection and each timed bucket's probe time
 beside the run's own CPU seconds a step there."""
@@ -16,14 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-from omegaconf import OmegaConf
-
-from treedec.cost_model import calibrate, project
-from treedec.data import open_dataset
+from treedec.cost_model import project
 from treedec.engine.pass_log import PassLog
-from treedec.models.loader import load_vlm
-from treedec.strategies.base import build_strategy
+from treedec.recalibrate import load_job_model, read_job, recalibrate
 
 
 def main() -> None:
@@ -32,17 +27,11 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=None, help="seconds of probing (default: the run's rule)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
-    summary = json.loads((a.run / "summary.json").read_text())
-    cfg = OmegaConf.load(a.run / ".hydra" / "config.yaml")
-    torch.set_num_threads(int(cfg.runtime.threads))
+    summary, cfg = read_job(a.run)
     cm = summary["cost_model"]
-    log = PassLog(**cm["counts"])
-    vlm = load_vlm(cfg.model)
-    samples = list(open_dataset(cfg.data, model_pages=vlm.pages))
-    mode = build_strategy(OmegaConf.to_container(cfg.strategy), vlm.tokenizer).mode
-    costs = calibrate(vlm, mode, samples, log, int(summary["concurrency"]),
-                      float(cfg.runtime.get("dense_waste", 4.0)), budget_s=a.budget)
-    again = project(log, costs, summary["pages"], cm["wall_s"])
+    vlm, samples = load_job_model(cfg)
+    costs = recalibrate(vlm, samples, cfg, cm["counts"], summary["concurrency"], budget_s=a.budget)
+    again = project(PassLog(**cm["counts"]), costs, summary["pages"], cm["wall_s"])
     measured = summary["pages_per_s"]
 
     def error(p):

@@ -1,0 +1,44 @@
+"""`treedec.recalibrate`: a finished job's counts timed again in a later process from its folder
+(experiments/reproject.py, experiments/break_even.py), with the job's own model or another size:
+the same buckets the run timed, each probed, and a larger model's probes cost more."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from treedec.cost_model import project
+from treedec.engine.pass_log import PassLog
+from treedec.recalibrate import load_job_model, read_job, recalibrate
+
+from conftest import ROOT
+from test_run import PAGES
+
+FORCED = ["model=forced", "model.size=1m", "model.vision_tokens=16", "runtime.threads=1", "data.pages=2"]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("job")
+    r = subprocess.run([sys.executable, "-m", "treedec", "run", *FORCED, "strategy=padoc", *PAGES, f"out={out}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def test_a_job_is_timed_again_from_its_folder_at_its_size_and_another(job):
+    summary, cfg = read_job(job)
+    cm = summary["cost_model"]
+    run_buckets = [p["bucket"] for p in cm["costs"]["bucket_points"]]
+    assert run_buckets
+    times = {}
+    for size in (None, "30m"):
+        vlm, samples = load_job_model(cfg, size)
+        assert vlm.size == (size or "1m") and len(samples) == summary["pages"]
+        costs = recalibrate(vlm, samples, cfg, cm["counts"], summary["concurrency"], budget_s=0.5)
+        points = costs["bucket_points"]
+        assert [p["bucket"] for p in points] == run_buckets and all(p["time_s"] > 0 for p in points)
+        assert project(PassLog(**cm["counts"]), costs, summary["pages"], cm["wall_s"])["projected_pages_per_s"] > 0
+        times[size] = sum(p["time_s"] for p in points)
+    assert torch.get_num_threads() == 1  # set as the job ran
+    assert times["30m"] > 2 * times[None]  # 30x the parameters: the probes do see the size
