@@ -7,7 +7,8 @@ A run's wall time, split by what decides it:
     model  = sum over row counts r of steps(r) x t(r)       (the forwards of every step; r: rows and pages)
            + p x prefill tokens + q x prefill attention      (every prefill: pages, crops, stage 1)
     t(r)   = a step's time at r's rows and pages and the run's mean keys there: timed for the
-             buckets most steps had; for the others a + b x rows + c x attention, fitted on a grid
+             buckets most steps had; for the others a + b x rows + c x attention, fitted with
+             a, b, c >= 0 on every timed step (those buckets and a grid around the run's mean)
     engine = the engine's own time in its passes outside the forwards (drafting per step, an
              MTP head, acceptance, bookkeeping), measured
     other  = everything outside the engine's passes (reading pages, drafting before decoding,
@@ -105,6 +106,21 @@ def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
     """Least-squares coefficients of t = x . coef (minimum norm where the points do not tell them apart)."""
     coef, *_ = np.linalg.lstsq(np.array(xs, dtype=float), np.array(ts, dtype=float), rcond=None)
     return [float(c) for c in coef]
+
+
+def fit_steps(points: list[dict]) -> tuple[float, float, float]:
+    """(a, b, c) of a step's time a + b x rows + c x attention elements, each >= 0 (a step costs no less
+    for more rows or keys), least squares on timed steps (`rows`, `attention`, `time_s`). Unbounded, five
+    points around the run's mean gave b < 0 and projected 120-row steps at less than nothing (crops at 30m,
+    2026-12-03); the timed buckets are in the fit too: the run's own kinds of step, and farther apart."""
+    from scipy.optimize import nnls
+
+    x = np.array([[1.0, d["rows"], d["attention"]] for d in points])
+    scale = np.abs(x).max(axis=0)  # columns of like size: nnls's tolerance is absolute
+    scale[scale == 0] = 1.0
+    coef, _ = nnls(x / scale, np.array([d["time_s"] for d in points], dtype=float))
+    a, b, c = (float(v) for v in coef / scale)
+    return a, b, c
 
 
 def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, blocked: bool | None = None):
@@ -210,9 +226,9 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
     costs["bucket_points"] = [{**d, "time_s": t} for k, d, t in points if k == "bucket"]
     prefills = [(d, t) for k, d, t in points if k == "prefill"]
     if steps:
-        costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = _fit(
-            [[1.0, d["rows"], d["attention"]] for d, _ in steps], [t for _, t in steps])
         costs["step_points"] = [{**d, "time_s": t} for d, t in steps]
+        costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = fit_steps(
+            costs["bucket_points"] + costs["step_points"])
     if prefills:
         costs["per_prefill_token_s"], costs["per_prefill_attention_s"] = _fit(
             [[d["tokens"], d["tokens"] * (d["tokens"] + 1) / 2] for d, _ in prefills], [t for _, t in prefills])
