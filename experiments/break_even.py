@@ -80,13 +80,14 @@ def size_costs(sweep: Path, found: list[dict], size: str, budget_s: float) -> di
 
     from omegaconf import OmegaConf
 
+    from treedec.engine.pass_log import PassLog
     from treedec.recalibrate import load_job_model, recalibrate
 
     cfgs = {j["job"]: OmegaConf.load(sweep / j["job"] / "config.yaml") for j in found}
     vlm, samples = load_job_model(next(iter(cfgs.values())), size)
     memo, out = {}, {}
     for j in found:
-        out[j["job"]] = recalibrate(vlm, samples, cfgs[j["job"]], j["counts"], j["in_flight"],
+        out[j["job"]] = recalibrate(vlm, samples, cfgs[j["job"]], PassLog(**j["counts"]), j["in_flight"],
                                     budget_s=budget_s, apart=True, memo=memo)
         print(f"  {size} {j['job']}: {out[j['job']]['calibration_s']:.0f} s of probes", flush=True)
     del vlm, samples

@@ -29,9 +29,10 @@ def main() -> None:
     a = ap.parse_args()
     summary, cfg = read_job(a.run)
     cm = summary["cost_model"]
+    log = PassLog(**cm["counts"])
     vlm, samples = load_job_model(cfg)
-    costs = recalibrate(vlm, samples, cfg, cm["counts"], summary["concurrency"], budget_s=a.budget)
-    again = project(PassLog(**cm["counts"]), costs, summary["pages"], cm["wall_s"])
+    costs = recalibrate(vlm, samples, cfg, log, summary["concurrency"], budget_s=a.budget)
+    again = project(log, costs, summary["pages"], cm["wall_s"])
     measured = summary["pages_per_s"]
 
     def error(p):

@@ -31,14 +31,15 @@ def test_a_job_is_timed_again_from_its_folder_at_its_size_and_another(job):
     cm = summary["cost_model"]
     run_buckets = [p["bucket"] for p in cm["costs"]["bucket_points"]]
     assert run_buckets
-    times = {}
+    log, times = PassLog(**cm["counts"]), {}
     for size in (None, "30m"):
+        torch.set_num_threads(2)
         vlm, samples = load_job_model(cfg, size)
+        assert torch.get_num_threads() == 1  # set as the job ran (runtime.threads=1)
         assert vlm.size == (size or "1m") and len(samples) == summary["pages"]
-        costs = recalibrate(vlm, samples, cfg, cm["counts"], summary["concurrency"], budget_s=0.5)
+        costs = recalibrate(vlm, samples, cfg, log, summary["concurrency"], budget_s=0.5)
         points = costs["bucket_points"]
         assert [p["bucket"] for p in points] == run_buckets and all(p["time_s"] > 0 for p in points)
-        assert project(PassLog(**cm["counts"]), costs, summary["pages"], cm["wall_s"])["projected_pages_per_s"] > 0
+        assert project(log, costs, summary["pages"], cm["wall_s"])["projected_pages_per_s"] > 0
         times[size] = sum(p["time_s"] for p in points)
-    assert torch.get_num_threads() == 1  # set as the job ran
     assert times["30m"] > 2 * times[None]  # 30x the parameters: the probes do see the size

@@ -32,9 +32,9 @@ def load_job_model(cfg: DictConfig, size: str | None = None) -> tuple[Any, list]
     return vlm, list(open_dataset(cfg.data, model_pages=vlm.pages))
 
 
-def recalibrate(vlm, samples: list, cfg: DictConfig, counts: dict, in_flight: int, **kwargs) -> dict[str, Any]:
-    """`calibrate`'s times for a job's `counts` (summary.json's cost_model.counts) with `vlm`, at the
-    job's prompt mode, pages in flight and dense-attention rule; `kwargs`: budget_s, apart, memo."""
+def recalibrate(vlm, samples: list, cfg: DictConfig, log: PassLog, in_flight: int, **kwargs) -> dict[str, Any]:
+    """`calibrate`'s times for a job's passes `log` (`PassLog(**` summary.json's cost_model.counts `)`) with
+    `vlm`, at the job's prompt mode, pages in flight and dense-attention rule; `kwargs`: budget_s, apart, memo."""
     mode = build_strategy(OmegaConf.to_container(cfg.strategy), vlm.tokenizer).mode
-    return calibrate(vlm, mode, samples, PassLog(**counts), int(in_flight),
+    return calibrate(vlm, mode, samples, log, int(in_flight),
                      float(cfg.runtime.get("dense_waste", 4.0)), **kwargs)
