@@ -12,9 +12,11 @@ forced model of size S (random weights, the job's own prompt mode and pages) tak
     model(S)  = sum over the job's (rows, pages) buckets of steps x t_S(bucket)
               + p_S x prefill tokens + q_S x prefill attention elements      (in CPU seconds)
                 / the job's measured CPU share over its forwards                (to wall seconds)
-    t_S:      the job's 8 most common buckets timed at their mean pages, rows and keys
-              (`treedec.cost_model.step_probe`: the engine's own step on a KV arena of that
-              size); the other buckets by a line fitted on 5 steps around the job's mean
+    t_S:      the buckets that held 80 % of the job's step forwards (8 to 48 of them,
+              `treedec.cost_model.timed_buckets`; the 8 with the most steps until 2026-12-03)
+              timed at their mean pages, rows and keys (`treedec.cost_model.step_probe`: the
+              engine's own step on a KV arena of that size); the other buckets by a line fitted
+              on those and 5 steps around the job's mean
     p_S, q_S: prefills of the job's first 3 page prompts, timed
 
 Each probe is built, timed and freed alone (`calibrate(apart=True)`: at 0.5b one bucket of 12

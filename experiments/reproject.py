@@ -5,18 +5,20 @@ labelled so wherever it is reported: the run's measured pages/s came from the co
 
     python experiments/reproject.py runs/exp-forced-0.1b-gqa/strategy=sequential [--budget 60] [--out FILE]
 
-Reads the job's config.yaml (model, data, strategy, runtime), times the probes as the run's
-own calibration did (`treedec.recalibrate`, same budget rule unless --budget), projects
+Reads the job's config.yaml (model, data, strategy, runtime), times the probes as this checkout's
+calibration picks them (`treedec.recalibrate`, same budget rule unless --budget; a run made before
+a change of the rule timed other buckets), projects
 (`project`) with the run's measured engine and other seconds, and prints (and writes with --out)
-the measured pages/s, the run's projection, the re-projection and each timed bucket's probe time
-beside the run's own CPU seconds a step there."""
+the measured pages/s, the run's projection, the re-projection, the share of the run's step forwards
+the timed buckets held (the run's and the re-projection's) and each timed bucket's probe time beside
+the run's own CPU seconds a step there."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 
-from treedec.cost_model import project
+from treedec.cost_model import project, step_share
 from treedec.engine.pass_log import PassLog
 from treedec.recalibrate import load_job_model, read_job, recalibrate
 
@@ -43,6 +45,7 @@ def main() -> None:
            "run_projection_error": error(summary.get("projected_pages_per_s")),
            "reprojected_pages_per_s": again["projected_pages_per_s"],
            "reprojection_error": error(again["projected_pages_per_s"]),
+           "timed_share": costs.get("timed_share"), "run_timed_share": step_share(log, [d["bucket"] for d in cm["costs"].get("bucket_points", [])]),
            "buckets": [{k: d.get(k) for k in ("bucket", "pages", "rows", "keys_per_page", "run_cpu_s", "time_s")}
                        for d in costs.get("bucket_points", [])],
            "run_buckets": [{k: d.get(k) for k in ("bucket", "run_cpu_s", "time_s")}

@@ -10,6 +10,7 @@ import torch
 from treedec.commands.run import _run
 from treedec.cost_model import project
 from treedec.data import open_dataset
+from treedec.engine.pass_log import PassLog
 from treedec.models.forced import ForcedModel
 from treedec.speed import speed_figures
 
@@ -112,3 +113,93 @@ def test_probes_timed_apart_once_per_model(samples):
     again = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
     assert len(memo) == timed and again["bucket_points"] == first["bucket_points"]  # nothing timed again
     assert project(res.passes, again, len(samples), res.wall_s)["projected_pages_per_s"] > 0
+    assert first["timed_apart"]
+
+
+def test_probes_whose_arenas_do_not_fit_together_are_timed_apart(samples, monkeypatch):
+    """A run's calibration times its probes in turn where their KV arenas fit together, and apart
+    (each built, timed and freed alone) where they would hold over `ARENAS_TOGETHER` bytes (HSD's 30m
+    counts probed at 0.1b: 33 buckets, 23 GB at once)."""
+    from treedec import cost_model
+    from treedec.strategies.base import STRATEGIES
+
+    torch.set_num_threads(1)
+    vlm = ForcedModel("1m", vision_tokens=16)
+    res = _run({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
+    mode = STRATEGIES.get("padoc")(vlm.tokenizer).mode
+    apart = []  # the probes each `_timed_apart` call timed
+    timed_apart = cost_model._timed_apart
+    monkeypatch.setattr(cost_model, "_timed_apart", lambda makers, *a, **k: apart.append(len(makers))
+                        or timed_apart(makers, *a, **k))
+    together = cost_model.calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.2)
+    assert not together["timed_apart"] and not apart
+    monkeypatch.setattr(cost_model, "ARENAS_TOGETHER", 1024)
+    alone = cost_model.calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.2)
+    assert alone["timed_apart"] and apart == [len(alone["bucket_points"]) + len(alone.get("step_points", []))
+                                              + len(alone["prefill_points"])]
+    assert [p["bucket"] for p in alone["bucket_points"]] == [p["bucket"] for p in together["bucket_points"]]
+    assert all(p["time_s"] > 0 for p in alone["bucket_points"])
+
+
+def _log(buckets: dict[str, tuple[int, float]]) -> PassLog:
+    """A log whose bucket "R x 1" has n steps of R rows that took cpu forward seconds: {bucket: (n, cpu)}."""
+    log = PassLog()
+    for b, (n, cpu) in buckets.items():
+        rows = int(b.split("x")[0])
+        log.by_rows[b] = [n, n, n * rows, n * rows * 100]  # one page, 100 keys a row
+        log.by_rows_forward_cpu_s[b] = cpu
+        log.steps, log.step_pages, log.step_rows, log.step_attn = (
+            x + y for x, y in zip((log.steps, log.step_pages, log.step_rows, log.step_attn), log.by_rows[b]))
+        log.step_forward_cpu_s += cpu
+        log.step_forward_s += cpu
+    return log
+
+
+CHEAP = {f"{r}x1": (100, 1.0) for r in range(1, 31)}  # 30 buckets of many cheap steps: 30 s
+COSTLY = {f"{r}x1": (3, 40.0) for r in range(200, 206)}  # 6 of a few costly ones: 240 s
+
+
+def test_timed_buckets_hold_most_of_the_step_time():
+    """The buckets timed are those that held most of the run's step forwards, not those with the most
+    steps: many cheap steps do not crowd out a few costly ones (HSD at 30m: the 8 buckets with the most
+    steps held 30-44 % of its step forwards)."""
+    from treedec.cost_model import TIMED_MAX, TIMED_MIN, TIMED_SHARE, step_share, timed_buckets
+
+    log = _log({**CHEAP, **COSTLY})
+    chosen = timed_buckets(log)
+    share = step_share(log, chosen)
+    assert set(COSTLY) <= set(chosen) and TIMED_MIN <= len(chosen) <= TIMED_MAX
+    assert share >= TIMED_SHARE and share == pytest.approx(sum(log.by_rows_forward_cpu_s[b] for b in chosen) / 270)
+    by_steps = sorted(log.by_rows, key=lambda b: -log.by_rows[b][0])[:TIMED_MIN]  # the rule it replaced
+    assert sum(log.by_rows_forward_cpu_s[b] for b in by_steps) / 270 < 0.1
+    # as many as it takes, up to TIMED_MAX: 100 buckets alike
+    alike = _log({f"{r}x1": (5, 1.0) for r in range(1, 101)})
+    many = timed_buckets(alike)
+    assert len(many) == TIMED_MAX and step_share(alike, many) == pytest.approx(TIMED_MAX / 100)
+    # a log without the buckets' times (older runs): their rows decide, and no share of times is told
+    log.by_rows_forward_cpu_s.clear()
+    rows_chosen = timed_buckets(log)
+    assert sum(log.by_rows[b][2] for b in rows_chosen) >= TIMED_SHARE * log.step_rows
+    assert step_share(log, rows_chosen) is None
+
+
+def test_calibration_times_the_buckets_that_held_the_step_time():
+    """`calibrate` times `timed_buckets`' buckets (the costly few among many cheap ones here) and says
+    what share of the run's step forwards they held; each probe's arena holds room for its step's rows,
+    so a step writes in place and the arena is the size `ARENAS_TOGETHER` is checked against."""
+    from treedec.cost_model import calibrate, step_probe, timed_buckets
+    from treedec.engine.kv import KVArena
+
+    torch.set_num_threads(1)
+    vlm = ForcedModel("1m", vision_tokens=16)
+    log = _log({**CHEAP, **COSTLY})
+    costs = calibrate(vlm, "flat", [], log, 1, budget_s=0.2)
+    assert [p["bucket"] for p in costs["bucket_points"]] == timed_buckets(log)
+    assert set(COSTLY) <= {p["bucket"] for p in costs["bucket_points"]} and costs["timed_share"] >= 0.8
+    assert all(p["time_s"] > 0 for p in costs["bucket_points"]) and len(costs["step_points"]) == 5
+    adapter = vlm.adapter()
+    step, _ = step_probe(adapter, 2, 5, 400, 4.0, blocked=False)  # over the first 256 slots
+    arena = next(c.cell_contents for c in step.__closure__ if isinstance(c.cell_contents, KVArena))
+    for _ in range(2):
+        step()
+    assert {layer._k.shape[0] for layer in arena.cache.layers} == {2 * 400 + 5}  # never grown

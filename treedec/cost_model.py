@@ -7,8 +7,9 @@ A run's wall time, split by what decides it:
     model  = sum over row counts r of steps(r) x t(r)       (the forwards of every step; r: rows and pages)
            + p x prefill tokens + q x prefill attention      (every prefill: pages, crops, stage 1)
     t(r)   = a step's time at r's rows and pages and the run's mean keys there: timed for the
-             buckets most steps had; for the others a + b x rows + c x attention, fitted with
-             a, b, c >= 0 on every timed step (those buckets and a grid around the run's mean)
+             buckets that held most of the run's step forwards (`timed_buckets`); for the others
+             a + b x rows + c x attention, fitted with a, b, c >= 0 on every timed step (those
+             buckets and a grid around the run's mean)
     engine = the engine's own time in its passes outside the forwards (drafting per step, an
              MTP head, acceptance, bookkeeping), measured
     other  = everything outside the engine's passes (reading pages, drafting before decoding,
@@ -45,7 +46,10 @@ import torch
 from treedec.engine.pass_log import PassLog
 
 STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
-TIMED_BUCKETS = 8  # the (rows, pages) buckets (PassLog.by_rows) with the most steps, each timed
+TIMED_SHARE = 0.8  # the buckets timed hold this share of the run's step forwards (`timed_buckets`) ...
+TIMED_MIN = 8  # ... and are at least this many
+TIMED_MAX = 48  # ... and at most this many
+ARENAS_TOGETHER = 4 << 30  # bytes of probe KV arenas that may be held at once; above, each probe is timed apart
 LONG_S = 1.0  # a probe's call this long needs no untimed warm-up (`_timed_apart`)
 
 
@@ -123,6 +127,32 @@ def fit_steps(points: list[dict]) -> tuple[float, float, float]:
     return a, b, c
 
 
+def timed_buckets(log: PassLog) -> list[str]:
+    """The buckets whose steps are timed: by their steps' forward CPU seconds in the run (their rows
+    where a log has no times), most first, until they hold `TIMED_SHARE` of all, at least `TIMED_MIN`
+    and at most `TIMED_MAX` of them; a line fitted on them stands for the others. The 8 buckets with
+    the most steps (the rule until 2026-12-03) held 30-44 % of HSD's step forwards at 30m (151 buckets:
+    stage 1 and drafts of every length); 80 % took 33-38 buckets there, 8-19 for the other strategies."""
+    cpu = log.by_rows_forward_cpu_s
+    by_cpu = bool(cpu) and cpu.keys() == log.by_rows.keys() and sum(cpu.values()) > 0
+    weight = {b: float(cpu[b] if by_cpu else v[2]) for b, v in log.by_rows.items()}
+    total, held, out = sum(weight.values()), 0.0, []
+    for b in sorted(weight, key=lambda b: -weight[b]):
+        if len(out) >= TIMED_MAX or (len(out) >= TIMED_MIN and held >= TIMED_SHARE * total):
+            break
+        out.append(b)
+        held += weight[b]
+    return out
+
+
+def step_share(log: PassLog, buckets) -> float | None:
+    """The share of the run's step forwards (its CPU seconds) that `buckets` held; None where the
+    log has no bucket times."""
+    total = sum(log.by_rows_forward_cpu_s.values())
+    chosen = {str(b) for b in buckets}
+    return sum(v for b, v in log.by_rows_forward_cpu_s.items() if str(b) in chosen) / total if total else None
+
+
 def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, blocked: bool | None = None):
     """(one step as a callable, attention elements it hands to the kernels): `pages` pages of
     `keys` KV slots each, `rows` rows in all, page-blocked attention
@@ -135,11 +165,14 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
     dev = next(adapter.model.parameters()).device
     per = [rows // pages + (p < rows % pages) for p in range(pages)]  # rows per page, `rows` in all
     arena = KVArena()
-    shape = (1, cfg.num_key_value_heads, pages * keys, cfg.head_dim)
-    with torch.inference_mode():
+    shape = (1, cfg.num_key_value_heads, pages * keys + rows, cfg.head_dim)  # room for the step's rows:
+    with torch.inference_mode():  # the step then writes in place, never doubling the buffer
         for layer in range(cfg.num_hidden_layers):
             arena.cache.update(torch.randn(shape, dtype=adapter.dtype, device=dev),
                                torch.randn(shape, dtype=adapter.dtype, device=dev), layer)
+    for layer in arena.cache.layers:  # filled: the pages' keys; the rest is the step's room
+        layer.size = pages * keys
+        layer._views()
     for p in range(pages):
         arena.reserve(keys, p)
     base = arena.size
@@ -170,13 +203,17 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
     (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in
     flight. `budget_s`: how long to time (default: 5 % of the run's forwards, 2 to 60 s).
     `apart`: time each probe alone and free its KV arena before the next (`_timed_apart`: for a
-    model whose probes do not fit in memory together; a run times them in turn, round after round).
+    model whose probes do not fit in memory together; chosen as well where their arenas would hold
+    over `ARENAS_TOGETHER` bytes; else they are timed in turn, round after round).
     `memo`: probe -> (seconds, what it built), shared by calls on one model: a probe timed once."""
     t0 = time.perf_counter()
     adapter = vlm.adapter()
     dev = next(adapter.model.parameters()).device
     costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}
     makers, kinds = [], []  # makers: () -> (probe, what it built); kinds: (kind, its figures, memo key)
+    text = adapter.text_config
+    slot_bytes = 2 * text.num_hidden_layers * text.num_key_value_heads * text.head_dim * adapter.dtype.itemsize
+    arenas = []  # the KV arena's bytes of each probe to time
 
     def add_step(kind: str, pages_: float, rows_: float, keys_: float, blocked: bool | None = None, **extra) -> None:
         # keys_: attention elements a row; a dense step's span the arena (every page), a blocked step's its page
@@ -190,17 +227,21 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
         makers.append(make)
         kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked, **extra},
                       ("step", P, r, k, blocked)))
+        arenas.append((P * k + r) * slot_bytes)  # `step_probe`'s buffers
 
-    if log.steps:  # the row counts most steps had, each at its steps' mean pages and keys; a grid for the rest
+    if log.steps:  # the buckets that held most step time, each at its steps' mean pages and keys; a grid for the rest
         marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
-        for b, (n, pg, rw, at) in sorted(log.by_rows.items(), key=lambda kv: -kv[1][0])[:TIMED_BUCKETS]:
+        buckets = timed_buckets(log)
+        costs["timed_share"] = step_share(log, buckets)
+        for b in buckets:
+            n, pg, rw, at = log.by_rows[b]
             # beside the probe's time: what the run's own steps of the bucket cost (CPU seconds a step), to see where
             # a projection misses
             cpu = log.by_rows_forward_cpu_s.get(b)
             add_step("bucket", pg / n, rw / n, at / rw, blocked=str(b).endswith("b") if marked else None, bucket=b,
                      run_cpu_s=cpu / n if cpu is not None else None)
         rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
-        if len(log.by_rows) > TIMED_BUCKETS:
+        if len(buckets) < len(log.by_rows):
             for fr, fk in STEP_GRID:
                 add_step("step", P, fr * rows, fk * keys)
     if log.prefills:
@@ -209,11 +250,14 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
                 prompt = vlm.prompt(s.image, mode)
                 makers.append(lambda pr=prompt: ((lambda: adapter.prefill(pr)), {}))
                 kinds.append(("prefill", {"tokens": len(prompt.ids)}, ("prefill", len(prompt.ids))))
+                arenas.append(0)
             if sum(k == "prefill" for k, *_ in kinds) == 3:
                 break
     budget = budget_s if budget_s is not None else min(60.0, max(2.0, 0.05 * log.forward_s))
     memo = {} if memo is None else memo
     todo = [i for i, (_, _, key) in enumerate(kinds) if key not in memo]
+    apart = apart or sum(arenas[i] for i in todo) > ARENAS_TOGETHER
+    costs["timed_apart"] = apart
     if apart:
         timed = _timed_apart([makers[i] for i in todo], dev, budget)
     else:
