@@ -45,7 +45,8 @@ def main() -> None:
            "run_projection_error": error(summary.get("projected_pages_per_s")),
            "reprojected_pages_per_s": again["projected_pages_per_s"],
            "reprojection_error": error(again["projected_pages_per_s"]),
-           "timed_share": costs.get("timed_share"), "run_timed_share": step_share(log, [d["bucket"] for d in cm["costs"].get("bucket_points", [])]),
+           "timed_share": costs.get("timed_share"),
+           "run_timed_share": step_share(log, [d["bucket"] for d in cm["costs"].get("bucket_points", [])]),
            "buckets": [{k: d.get(k) for k in ("bucket", "pages", "rows", "keys_per_page", "run_cpu_s", "time_s")}
                        for d in costs.get("bucket_points", [])],
            "run_buckets": [{k: d.get(k) for k in ("bucket", "run_cpu_s", "time_s")}

@@ -170,12 +170,15 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
         for layer in range(cfg.num_hidden_layers):
             arena.cache.update(torch.randn(shape, dtype=adapter.dtype, device=dev),
                                torch.randn(shape, dtype=adapter.dtype, device=dev), layer)
-    for layer in arena.cache.layers:  # filled: the pages' keys; the rest is the step's room
-        layer.size = pages * keys
-        layer._views()
     for p in range(pages):
         arena.reserve(keys, p)
     base = arena.size
+
+    def rewind():  # the cache back to the pages' keys; the slots past them are the step's room
+        for layer in arena.cache.layers:
+            layer.size = base
+            layer._views()
+    rewind()
     slots = page_slots(arena.owner, base)
     starts = [sum(per[:p]) for p in range(pages)]
     spans = [Span(p, starts[p], per[p], None, slots[p]) for p in range(pages) if per[p]]
@@ -190,9 +193,7 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
     def step():
         adapter.step(ids, pos, mask, arena.cache, keep=keep, pages=batch) if blocked else \
             adapter.step(ids, pos, mask, arena.cache, keep=keep)
-        for layer in arena.cache.layers:  # back to the arena before the step
-            layer.size = base
-            layer._views()
+        rewind()
 
     return step, batch.padded if blocked else n * (base + n)
 
@@ -211,9 +212,6 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
     dev = next(adapter.model.parameters()).device
     costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}
     makers, kinds = [], []  # makers: () -> (probe, what it built); kinds: (kind, its figures, memo key)
-    text = adapter.text_config
-    slot_bytes = 2 * text.num_hidden_layers * text.num_key_value_heads * text.head_dim * adapter.dtype.itemsize
-    arenas = []  # the KV arena's bytes of each probe to time
 
     def add_step(kind: str, pages_: float, rows_: float, keys_: float, blocked: bool | None = None, **extra) -> None:
         # keys_: attention elements a row; a dense step's span the arena (every page), a blocked step's its page
@@ -227,7 +225,6 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
         makers.append(make)
         kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked, **extra},
                       ("step", P, r, k, blocked)))
-        arenas.append((P * k + r) * slot_bytes)  # `step_probe`'s buffers
 
     if log.steps:  # the buckets that held most step time, each at its steps' mean pages and keys; a grid for the rest
         marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
@@ -250,13 +247,16 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
                 prompt = vlm.prompt(s.image, mode)
                 makers.append(lambda pr=prompt: ((lambda: adapter.prefill(pr)), {}))
                 kinds.append(("prefill", {"tokens": len(prompt.ids)}, ("prefill", len(prompt.ids))))
-                arenas.append(0)
             if sum(k == "prefill" for k, *_ in kinds) == 3:
                 break
     budget = budget_s if budget_s is not None else min(60.0, max(2.0, 0.05 * log.forward_s))
     memo = {} if memo is None else memo
     todo = [i for i, (_, _, key) in enumerate(kinds) if key not in memo]
-    apart = apart or sum(arenas[i] for i in todo) > ARENAS_TOGETHER
+    text = adapter.text_config
+    slot_bytes = 2 * text.num_hidden_layers * text.num_key_value_heads * text.head_dim * adapter.dtype.itemsize
+    probes = [kinds[i][2][1:4] for i in todo if kinds[i][2][0] == "step"]  # (pages, rows, keys a page)
+    arenas = sum((P * k + r) * slot_bytes for P, r, k in probes)
+    apart = apart or arenas > ARENAS_TOGETHER  # `step_probe`'s buffers: the pages' keys and the step's rows
     costs["timed_apart"] = apart
     if apart:
         timed = _timed_apart([makers[i] for i in todo], dev, budget)
