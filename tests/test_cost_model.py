@@ -203,3 +203,24 @@ def test_calibration_times_the_buckets_that_held_the_step_time():
     for _ in range(2):
         step()
     assert {layer._k.shape[0] for layer in arena.cache.layers} == {2 * 400 + 5}  # never grown
+
+
+def test_a_cold_first_call_is_not_timed_when_probes_are_timed_apart():
+    """`_timed_apart` leaves a probe's first call out (a cold call: the arena's and the kernels' first
+    touch) unless it is as long as `LONG_S`: a probe whose first call burns 1.5 CPU-s and its later
+    ones 0.02 is timed at the later ones (at LONG_S = 1 s, its time was the median of 1.5 and 0.02)."""
+    import time
+
+    from treedec import cost_model
+
+    calls = []
+
+    def probe():
+        end = time.process_time() + (1.5 if not calls else 0.02)
+        calls.append(1)
+        while time.process_time() < end:
+            pass
+
+    (timed, built), = cost_model._timed_apart([lambda: (probe, "built")], torch.device("cpu"), budget_s=0.01)
+    assert built == "built" and len(calls) >= 2
+    assert timed < 0.1

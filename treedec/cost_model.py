@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from treedec.engine.malloc import hold_freed_memory
 from treedec.engine.pass_log import PassLog
 
 STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
@@ -50,7 +51,7 @@ TIMED_SHARE = 0.8  # the buckets timed hold this share of the run's step forward
 TIMED_MIN = 8  # ... and are at least this many
 TIMED_MAX = 48  # ... and at most this many
 ARENAS_TOGETHER = 4 << 30  # bytes of probe KV arenas that may be held at once; above, each probe is timed apart
-LONG_S = 1.0  # a probe's call this long needs no untimed warm-up (`_timed_apart`)
+LONG_S = 10.0  # a probe's call this long needs no untimed warm-up (`_timed_apart`)
 
 
 def _sync(device: torch.device) -> None:
@@ -92,7 +93,9 @@ def _timed_apart(makers: list, device: torch.device, budget_s: float, rounds: in
     """`_timed` for probes that do not fit in memory together: each of `makers` (callables returning
     (probe, what it built)) is built, timed alone and freed before the next. Its first call is
     untimed unless it took over `LONG_S` (a long call needs no warm-up, and a second would cost as
-    much); then at least one timed call, at most `rounds`, within its share of `budget_s`."""
+    much); then at least one timed call, at most `rounds`, within its share of `budget_s`. At 1 s
+    (until 2026-12-04) a cold first call of 2 s was counted: table_rows' 12-page probes at 30m read
+    2.1-2.85 CPU-s against the run's 0.95-1.10 a step (a re-projection 28 % low)."""
     clock, out = _clock(device), []
     for make in makers:
         fn, built = make()
@@ -208,6 +211,7 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
     over `ARENAS_TOGETHER` bytes; else they are timed in turn, round after round).
     `memo`: probe -> (seconds, what it built), shared by calls on one model: a probe timed once."""
     t0 = time.perf_counter()
+    hold_freed_memory()  # as the engine holds it: the probes' temporaries allocated as the run's were
     adapter = vlm.adapter()
     dev = next(adapter.model.parameters()).device
     costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}

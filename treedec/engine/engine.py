@@ -19,6 +19,7 @@ from treedec.engine.draft import DraftTree, StreamState, Verdict
 from treedec.engine.forced import ForcedChoice
 from treedec.engine.kv import KVArena
 from treedec.engine.limits import PageLimits
+from treedec.engine.malloc import hold_freed_memory
 from treedec.engine import pass_log
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
@@ -112,6 +113,7 @@ Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsPro
 class Engine:
     def __init__(self, model: CausalLMAdapter, policy: Policy, config: EngineConfig | None = None,
                  processors: Iterable[Processor] = (), log: pass_log.PassLog | None = None):
+        hold_freed_memory()  # a step's cost then depends on its shape, not on the process's history
         self.model, self.policy = model, policy
         self.log = log  # every prefill and step is added to it (treedec.cost_model); None: not recorded
         self.cfg = config or EngineConfig()
