@@ -80,12 +80,10 @@ def size_costs(sweep: Path, found: list[dict], size: str, budget_s: float) -> di
     of `size` (the job's own config otherwise: pages, prompt mode, threads), each probe alone."""
     import gc
 
-    from omegaconf import OmegaConf
-
     from treedec.engine.pass_log import PassLog
-    from treedec.recalibrate import load_job_model, recalibrate
+    from treedec.recalibrate import load_job_model, read_job, recalibrate
 
-    cfgs = {j["job"]: OmegaConf.load(sweep / j["job"] / "config.yaml") for j in found}
+    cfgs = {j["job"]: read_job(sweep / j["job"])[1] for j in found}
     vlm, samples = load_job_model(next(iter(cfgs.values())), size)
     memo, out = {}, {}
     for j in found:
@@ -203,7 +201,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/break_even"))
     a = ap.parse_args()
     found = jobs(a.sweep)
-    measured_at = a.measured_size or _size_of(a.sweep)
+    measured_at = a.measured_size or _size_of(a.sweep, found)
     sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
     costs = {s: size_costs(a.sweep, found, s, a.budget) for s in sizes}  # size -> job -> calibrate's times
     vit = None if a.no_vit else fit_vit(a.threads, a.budget)
@@ -249,12 +247,11 @@ def main() -> None:
           f"measured and check at {measured_at})")
 
 
-def _size_of(sweep: Path) -> str | None:
-    """The model.size the sweep's jobs ran at (their Hydra config), if one."""
-    import yaml
+def _size_of(sweep: Path, found: list[dict]) -> str | None:
+    """The model.size the sweep's jobs `found` ran at (their config.yaml), if one."""
+    from treedec.recalibrate import read_job
 
-    sizes = {(yaml.safe_load(p.read_text()).get("model") or {}).get("size") for p in sweep.rglob("config.yaml")
-             if p.parent.name != ".hydra"}
+    sizes = {read_job(sweep / j["job"])[1].model.get("size") for j in found}
     sizes.discard(None)
     return sizes.pop() if len(sizes) == 1 else None
 

@@ -8,11 +8,11 @@ import sys
 import pytest
 
 ROUNDS = """
-import ctypes, resource, sys
+import ctypes, ctypes.util, resource, sys
 if sys.argv[1] == "held":
     from treedec.engine.malloc import hold_freed_memory
     assert hold_freed_memory()
-libc = ctypes.CDLL("libc.so.6")
+libc = ctypes.CDLL(ctypes.util.find_library("c"))  # the C library the module holds
 libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
 faults = []
 for _ in range(4):

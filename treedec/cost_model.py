@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from treedec.engine.engine import EngineConfig
 from treedec.engine.malloc import hold_freed_memory
 from treedec.engine.pass_log import PassLog
 
@@ -201,7 +202,7 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
     return step, batch.padded if blocked else n * (base + n)
 
 
-def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = 4.0,
+def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = EngineConfig.dense_waste,
               budget_s: float | None = None, apart: bool = False, memo: dict | None = None) -> dict[str, Any]:
     """The step times t(r) and costs a, b, c (steps), p, q (prefills) of `log`'s model on this machine, now
     (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from treedec.cost_model import calibrate
 from treedec.data import open_dataset
+from treedec.engine.engine import EngineConfig
 from treedec.engine.pass_log import PassLog
 from treedec.models.loader import load_vlm
 from treedec.strategies.base import build_strategy
@@ -32,9 +33,14 @@ def load_job_model(cfg: DictConfig, size: str | None = None) -> tuple[Any, list]
     return vlm, list(open_dataset(cfg.data, model_pages=vlm.pages))
 
 
+def dense_waste(cfg: DictConfig) -> float:
+    """A job's rule for dense attention (runtime.dense_waste), the engine's default where its config has none."""
+    return float(cfg.runtime.get("dense_waste", EngineConfig.dense_waste))
+
+
 def recalibrate(vlm, samples: list, cfg: DictConfig, log: PassLog, in_flight: int, **kwargs) -> dict[str, Any]:
     """`calibrate`'s times for a job's passes `log` (`PassLog(**` summary.json's cost_model.counts `)`) with
     `vlm`, at the job's prompt mode, pages in flight and dense-attention rule; `kwargs`: budget_s, apart, memo."""
     mode = build_strategy(OmegaConf.to_container(cfg.strategy), vlm.tokenizer).mode
     return calibrate(vlm, mode, samples, log, int(in_flight),
-                     float(cfg.runtime.get("dense_waste", 4.0)), **kwargs)
+                     dense_waste(cfg), **kwargs)

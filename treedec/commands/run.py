@@ -28,6 +28,7 @@ from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.report_lead import lead_rows, ratio_mark, why
+from treedec.recalibrate import dense_waste
 from treedec.records import RunResult
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
@@ -119,7 +120,7 @@ def _run(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_
     res = _decode(strategy, vlm, samples, cfg, level, progress, on_record)
     res = res if on_record and res.phases.get("write") else charge_write(res)
     if res.passes is not None and cfg.get("cost_model", True):  # projected_pages_per_s (treedec.cost_model)
-        costs = calibrate(vlm, strategy.mode, samples, res.passes, level, float(cfg.runtime.get("dense_waste", 4.0)))
+        costs = calibrate(vlm, strategy.mode, samples, res.passes, level, dense_waste(cfg))
         res.projection = project(res.passes, costs, sum(1 for r in res.records if r.steps), res.wall_s)
     return res
 
