@@ -56,10 +56,12 @@ VIT_SIDES = (16, 32, 48)  # patches per side of the ViT's timed images (256, 102
 
 
 def jobs(sweep: Path) -> list[dict]:
-    """Every job of a sweep with its cost model: strategy, level, pages, measured figures."""
+    """Every job of a sweep with its cost model: strategy, level, pages, measured figures, its config."""
+    from treedec.recalibrate import read_job
+
     out = []
     for path in sorted(sweep.rglob("summary.json")):
-        s = json.loads(path.read_text())
+        s, cfg = read_job(path.parent)
         cm = s.get("cost_model")
         if not cm or not cm.get("counts"):
             continue
@@ -69,25 +71,24 @@ def jobs(sweep: Path) -> list[dict]:
                     "projected_pages_per_s": s.get("projected_pages_per_s"), "counts": cm["counts"],
                     "wall_s": cm["wall_s"],
                     "text_edit": s.get("text_edit"), "median_steps": s.get("median_steps"),
-                    "mean_steps": s.get("mean_steps")})
+                    "mean_steps": s.get("mean_steps"), "cfg": cfg})
     if not out:
         raise SystemExit(f"break_even.py: no summary.json with a cost model under {sweep}")
     return out
 
 
-def size_costs(sweep: Path, found: list[dict], size: str, budget_s: float) -> dict[str, dict]:
+def size_costs(found: list[dict], size: str, budget_s: float) -> dict[str, dict]:
     """Per job of `found`: `treedec.cost_model.calibrate`'s times for its counts with a forced model
     of `size` (the job's own config otherwise: pages, prompt mode, threads), each probe alone."""
     import gc
 
     from treedec.engine.pass_log import PassLog
-    from treedec.recalibrate import load_job_model, read_job, recalibrate
+    from treedec.recalibrate import load_job_model, recalibrate
 
-    cfgs = {j["job"]: read_job(sweep / j["job"])[1] for j in found}
-    vlm, samples = load_job_model(next(iter(cfgs.values())), size)
+    vlm, samples = load_job_model(found[0]["cfg"], size)
     memo, out = {}, {}
     for j in found:
-        out[j["job"]] = recalibrate(vlm, samples, cfgs[j["job"]], PassLog(**j["counts"]), j["in_flight"],
+        out[j["job"]] = recalibrate(vlm, samples, j["cfg"], PassLog(**j["counts"]), j["in_flight"],
                                     budget_s=budget_s, apart=True, memo=memo)
         print(f"  {size} {j['job']}: {out[j['job']]['calibration_s']:.0f} s of probes", flush=True)
     del vlm, samples
@@ -201,9 +202,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/break_even"))
     a = ap.parse_args()
     found = jobs(a.sweep)
-    measured_at = a.measured_size or _size_of(a.sweep, found)
+    measured_at = a.measured_size or _size_of(found)
     sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
-    costs = {s: size_costs(a.sweep, found, s, a.budget) for s in sizes}  # size -> job -> calibrate's times
+    costs = {s: size_costs(found, s, a.budget) for s in sizes}  # size -> job -> calibrate's times
     vit = None if a.no_vit else fit_vit(a.threads, a.budget)
     if vit:
         print(f"ViT: {vit['per_patch_s']:.3g} s/patch, {vit['per_patch_sq_s']:.3g} s/patch^2", flush=True)
@@ -247,11 +248,9 @@ def main() -> None:
           f"measured and check at {measured_at})")
 
 
-def _size_of(sweep: Path, found: list[dict]) -> str | None:
-    """The model.size the sweep's jobs `found` ran at (their config.yaml), if one."""
-    from treedec.recalibrate import read_job
-
-    sizes = {read_job(sweep / j["job"])[1].model.get("size") for j in found}
+def _size_of(found: list[dict]) -> str | None:
+    """The model.size the sweep's jobs `found` ran at (their config), if one."""
+    sizes = {j["cfg"].model.get("size") for j in found}
     sizes.discard(None)
     return sizes.pop() if len(sizes) == 1 else None
 

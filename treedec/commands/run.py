@@ -26,9 +26,9 @@ from treedec.io.documents import write_documents
 from treedec.models.loader import checkpoint_path, load_vlm
 from treedec.outputs import RunOutput
 from treedec.plots import concurrency_curves
+from treedec.recalibrate import dense_waste
 from treedec.report import write_report
 from treedec.report_lead import lead_rows, ratio_mark, why
-from treedec.recalibrate import dense_waste
 from treedec.records import RunResult
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
