@@ -14,6 +14,9 @@
 # ONNX Runtime, are more than a call can carry): they come from the draft cache, so hsd's and
 # padoc_hsd's pages/s there leave drafting out (labelled in the table's JSON: drafts=precomputed);
 # drafting's cost per page is measured by the CPU runs (docs/forced.md).
+# Within a call's time: LEVELS=16 (one level), PHASES="sequential,padoc padoc_hsd hsd,table_rows,crops"
+# (groups run in turn, each at every size), BUDGET_S=480 (the sweeps stop there; the table is made of
+# the jobs that finished).
 # On CPU, to check the script: SKIP_WHEELS=1 PYTHON=/path/to/venv/python DEVICE=cpu SIZES=1m PAGES=2 \
 #   VISION_TOKENS=16 OUT=/tmp/o bash experiments/device_forced.sh
 set -euo pipefail
@@ -64,16 +67,41 @@ extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_d
 [ -n "${VISION_TOKENS:-}" ] && extra+=(model.vision_tokens="$VISION_TOKENS")
 [ -n "${LEVELS:-}" ] && extra+=(runtime.max_pages="$LEVELS")
 [ -n "${THREADS:-}" ] && extra+=(runtime.threads="$THREADS")
+# PHASES: groups of strategies run in turn, each group at every size before the next group, so that a
+# call that runs out of time (BUDGET_S seconds for all sweeps; 0: none) keeps the most wanted jobs
+# finished: a job cut off by the budget leaves no result and the table is made of those that finished.
+PHASES=${PHASES:-sequential,padoc,table_rows,crops,hsd,padoc_hsd}
+BUDGET_S=${BUDGET_S:-0}
+t0=$(date +%s)
+for phase in $PHASES; do
+  for size in $SIZES; do
+    left=$(( BUDGET_S > 0 ? BUDGET_S - ($(date +%s) - t0) : 0 ))
+    if (( BUDGET_S > 0 && left < 20 )); then
+      echo "budget: $phase at $size not run ($BUDGET_S s spent)" | tee -a "$LOG"; continue
+    fi
+    start=$(date +%s)
+    echo "== size $size, strategies $phase: ${extra[*]}" | tee -a "$LOG"
+    rc=0
+    timeout --signal=TERM --kill-after=5 "$left" \
+      $PY experiments/sweep.py forced model.size="$size" strategy="$phase" "${extra[@]}" out="$WORK/forced-$size" \
+      >> "$LOG" 2>&1 || rc=$?
+    if (( rc == 124 || rc == 137 )); then
+      echo "size $size, $phase: cut off by the budget after $(( $(date +%s) - start )) s" | tee -a "$LOG"
+    elif (( rc != 0 )); then
+      echo "size $size, $phase: the sweep failed (rc $rc; its log: $LOG)" | tee -a "$LOG"; tail -n 20 "$LOG"
+    else
+      echo "size $size, $phase: $(( $(date +%s) - start )) s" | tee -a "$LOG"
+    fi
+  done
+done
 sweeps=()
 for size in $SIZES; do
-  start=$(date +%s)
-  echo "== size $size: ${extra[*]}" | tee -a "$LOG"
-  $PY experiments/sweep.py forced model.size="$size" "${extra[@]}" out="$WORK/forced-$size" >> "$LOG" 2>&1 \
-    || { echo "size $size: the sweep failed (its log: $LOG)" | tee -a "$LOG"; tail -n 20 "$LOG"; exit 1; }
-  echo "size $size: $(( $(date +%s) - start )) s" | tee -a "$LOG"
-  cp "$WORK/forced-$size-compare/compare.md" "$OUT/compare-$size.md"
+  find "$WORK/forced-$size" -name result.json 2>/dev/null | grep -q . || continue
+  $PY -m treedec compare runs="$WORK/forced-$size" out="$WORK/forced-$size-compare" baseline=sequential >> "$LOG" 2>&1 \
+    && cp "$WORK/forced-$size-compare/compare.md" "$OUT/compare-$size.md"
   sweeps+=(--sweep "$size=$WORK/forced-$size")
 done
+(( ${#sweeps[@]} )) || { echo "no job finished" | tee -a "$LOG"; exit 1; }
 $PY experiments/forced_table.py "${sweeps[@]}" --out "$OUT" 2>&1 | tee -a "$LOG"
 $PY - "$OUT/forced_table.json" "$DTYPE" "$DEVICE" <<'PYEOF'
 import json, sys
