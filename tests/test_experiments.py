@@ -32,12 +32,18 @@ def test_every_job_of_every_sweep_composes(name):
         assert len({next(o for o in run if o.startswith("hydra.sweep.subdir=")) for run in runs}) == len(runs)
 
 
+TIME_CHOSEN = ("bucket_points", "step_points", "timed_share")  # the cost model's probes: which step buckets it
+# times, and in which order, follows the run's measured seconds a bucket (`cost_model.timed_buckets`), so two runs of
+# the same pages may probe different ones; the counts they are chosen from (`counts`) are compared
+
+
 def _untimed(obj):
-    """`obj` without wall-clock figures (keys in seconds or per second, and their ratios) or
-    where it was written, at any depth."""
+    """`obj` without wall-clock figures (keys in seconds or per second, and their ratios), what
+    they chose (`TIME_CHOSEN`) or where it was written, at any depth."""
     if isinstance(obj, dict):
         return {k: _untimed(v) for k, v in obj.items()
-                if k not in ("meta", "sweeps", "throughput_ratio", "p95_ratio", "projection_error", "cpu_share")
+                if k not in ("meta", "sweeps", "throughput_ratio", "p95_ratio", "projection_error", "cpu_share",
+                             *TIME_CHOSEN)
                 and not k.removesuffix("_vs_baseline").endswith("_s")}
     return [_untimed(v) for v in obj] if isinstance(obj, list) else obj
 
@@ -61,6 +67,9 @@ def test_rerunning_a_sweep_config_repeats_its_pages_and_figures(tmp_path):
         ra, rb = (json.loads((d / job / "result.json").read_text()) for d in (a, b))
         assert ra["key"] == rb["key"] and _untimed(ra["summary"]) == _untimed(rb["summary"])
         assert ra["summary"]["median_steps"] > 0
+        for r in (ra, rb):  # the probes the timing chose: buckets the run's steps had
+            cm = r["summary"]["cost_model"]
+            assert {p["bucket"] for p in cm["costs"]["bucket_points"]} <= set(cm["counts"]["by_rows"])
         pages = sorted(p.name for p in (a / job / "pages").iterdir())
         assert len(pages) == 6
         for name in pages:
