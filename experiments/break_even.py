@@ -38,6 +38,11 @@ sequential: it missed small-row and long-KV steps), so it times the job's own bu
 
     python experiments/break_even.py --sweep runs/exp-forced-0.1b-both [--sizes 30m 0.1b 0.5b]
         [--baseline sequential] [--budget 30] [--out runs/break_even]
+        [--device cuda --dtype bfloat16 --data-root .demo]
+
+On another machine (`--device`, `--dtype`, `--data-root`: a GPU's, experiments/device_forced.sh's
+PROJECT step) the forwards and the ViT are timed there (wall seconds on a GPU) while the engine's
+own seconds and the rest stay those the sweep measured on its machine: labelled so in the JSON.
 
 Writes break_even.json and break_even.png (pages/s ratio to sequential against size, a line per
 strategy and level; measured ratios marked) and prints the table. Memory: the model of the
@@ -77,15 +82,16 @@ def jobs(sweep: Path) -> list[dict]:
     return out
 
 
-def size_costs(found: list[dict], size: str, budget_s: float) -> dict[str, dict]:
+def size_costs(found: list[dict], size: str, budget_s: float, overrides: dict | None = None) -> dict[str, dict]:
     """Per job of `found`: `treedec.cost_model.calibrate`'s times for its counts with a forced model
-    of `size` (the job's own config otherwise: pages, prompt mode, threads), each probe alone."""
+    of `size` (the job's own config otherwise: pages, prompt mode, threads; `overrides` replaced,
+    e.g. the device and dtype), each probe alone."""
     import gc
 
     from treedec.engine.pass_log import PassLog
     from treedec.recalibrate import load_job_model, recalibrate
 
-    vlm, samples = load_job_model(found[0]["cfg"], size)
+    vlm, samples = load_job_model(found[0]["cfg"], size, overrides)
     memo, out = {}, {}
     for j in found:
         out[j["job"]] = recalibrate(vlm, samples, j["cfg"], PassLog(**j["counts"]), j["in_flight"],
@@ -96,9 +102,9 @@ def size_costs(found: list[dict], size: str, budget_s: float) -> dict[str, dict]
     return out
 
 
-def fit_vit(threads: int, budget_s: float) -> dict:
-    """alpha (per patch) and beta (per patch squared), CPU seconds, of Qwen3-VL-2B's vision encoder
-    (random weights) on this machine."""
+def fit_vit(threads: int, budget_s: float, device: str = "cpu", dtype: str = "float32") -> dict:
+    """alpha (per patch) and beta (per patch squared), seconds (CPU seconds on a CPU), of Qwen3-VL-2B's
+    vision encoder (random weights) on this machine's `device` in `dtype`."""
     import torch
     from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
@@ -109,17 +115,20 @@ def fit_vit(threads: int, budget_s: float) -> dict:
     cfg = Qwen3VLVisionConfig(depth=24, hidden_size=1024, intermediate_size=4096, num_heads=16, out_hidden_size=2048,
                               deepstack_visual_indexes=[5, 11, 17])
     cfg._attn_implementation = "sdpa"
-    model = Qwen3VLVisionModel(cfg).eval()
+    dev = torch.device(device)
+    with dev:
+        model = Qwen3VLVisionModel(cfg).to(getattr(torch, dtype)).eval()
     per_patch = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
     probes = []
     for side in VIT_SIDES:
-        x, grid = torch.randn(side * side, per_patch), torch.tensor([[1, side, side]])
+        x = torch.randn(side * side, per_patch, device=dev, dtype=getattr(torch, dtype))
+        grid = torch.tensor([[1, side, side]], device=dev)
 
         def run(x=x, grid=grid):
             with torch.inference_mode():
                 model(x, grid_thw=grid)
         probes.append(run)
-    times = _timed(probes, torch.device("cpu"), budget_s, rounds=2)
+    times = _timed(probes, dev, budget_s, rounds=2)
     n = [side * side for side in VIT_SIDES]
     alpha, beta = _fit([[k, k * k] for k in n], times)
     return {"model": "Qwen3-VL-2B/4B vision encoder (24 x 1024, MLP 4096, full attention), random weights",
@@ -141,7 +150,7 @@ def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
     from treedec.engine.pass_log import PassLog
 
     cm = project(PassLog(**job["counts"]), costs, job["pages"], job["wall_s"])["cost_model"]
-    wall = cm["projected_wall_s"] + (vit_s(job, vit) / cm["cpu_share"] if vit else 0.0)
+    wall = cm["projected_wall_s"] + (vit_s(job, vit) / (cm["cpu_share"] or 1.0) if vit else 0.0)  # None: wall clock
     return job["pages"] / wall
 
 
@@ -191,6 +200,8 @@ def plot(rows: list[dict], sizes: list[str], measured_at: str | None, path: Path
 
 
 def main() -> None:
+    import torch
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweep", type=Path, required=True, help="a forced sweep's folder (its jobs' summary.json)")
     ap.add_argument("--sizes", nargs="+", default=["30m", "0.1b", "0.5b"])
@@ -199,13 +210,23 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="threads of the ViT's timing (the steps': the jobs')")
     ap.add_argument("--budget", type=float, default=30.0, help="seconds of timing per job and size (probes alone)")
     ap.add_argument("--no-vit", action="store_true", help="leave the vision encoder's projection out")
+    ap.add_argument("--device", default=None, help="time the probes there (e.g. cuda; default: the jobs' model.device); "
+                    "given, or --dtype: no check against the sweep's measurement (another machine)")
+    ap.add_argument("--dtype", default=None, help="the probes' dtype (e.g. bfloat16; default: the jobs' model.dtype)")
+    ap.add_argument("--data-root", default=None, help="the jobs' pages from this folder (another machine's copy)")
     ap.add_argument("--out", type=Path, default=Path("runs/break_even"))
     a = ap.parse_args()
+    model = {k: v for k, v in (("device", a.device), ("dtype", a.dtype)) if v is not None}
+    overrides = {**({"model": model} if model else {}), **({"data": {"root": a.data_root}} if a.data_root else {})}
     found = jobs(a.sweep)
-    measured_at = a.measured_size or _size_of(found)
+    # probes on another device or in another dtype: the sweep's measurement is no check of them
+    measured_at = None if model else a.measured_size or _size_of(found)
     sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
-    costs = {s: size_costs(found, s, a.budget) for s in sizes}  # size -> job -> calibrate's times
-    vit = None if a.no_vit else fit_vit(a.threads, a.budget)
+    costs = {s: size_costs(found, s, a.budget, overrides) for s in sizes}  # size -> job -> calibrate's times
+    cfg = found[0]["cfg"]
+    device = a.device or cfg.model.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")  # as the model
+    dtype = a.dtype or cfg.model.get("dtype") or "float32"
+    vit = None if a.no_vit else fit_vit(a.threads, a.budget, device, dtype)
     if vit:
         print(f"ViT: {vit['per_patch_s']:.3g} s/patch, {vit['per_patch_sq_s']:.3g} s/patch^2", flush=True)
     rows = []
@@ -230,7 +251,9 @@ def main() -> None:
         rows.append(row)
     a.out.mkdir(parents=True, exist_ok=True)
     meta = {"sweep": str(a.sweep), "measured_size": measured_at, "sizes": sizes, "threads": a.threads,
-            "kind": "PROJECTION from the sweep's counts and measured engine/other seconds, each job's buckets and "
+            "device": device, "dtype": dtype,
+            "kind": "PROJECTION from the sweep's counts and measured engine/other seconds (the sweep's machine: "
+                    "drafting, bookkeeping, reading and writing as they ran there), each job's buckets and "
                     "prefills timed per size here",
             "costs": costs, "vit": vit}
     (a.out / "break_even.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
@@ -241,11 +264,12 @@ def main() -> None:
     for r in sorted(rows, key=lambda r: (r["in_flight"] or 0, r["strategy"])):
         be = r["break_even_params"]
         print(f"{r['strategy']:<12} {r['in_flight']!s:>3} " + " ".join(f"{r['ratio'][s]:>7.2f}" for s in sizes) +
-              f" {r.get('measured_ratio', math.nan):>9.2f} {r.get('check_error', math.nan):>+7.1%} "
+              (f" {r['measured_ratio']:>9.2f} {r['check_error']:>+7.1%} " if "measured_ratio" in r
+               else f" {'-':>9} {'-':>7} ") +
               f"{'-' if be is None else f'{be / 1e6:.0f} M':>11}" +
               ("            " + " ".join(f"{r['ratio_with_vit'][s]:>7.2f}" for s in sizes) if vit else ""))
     print(f"wrote {a.out}/break_even.json, break_even.png (ratios: pages/s x {a.baseline}, PROJECTED; "
-          f"measured and check at {measured_at})")
+          + (f"measured and check at {measured_at})" if measured_at else "no check: probes on another device or dtype)"))
 
 
 def _size_of(found: list[dict]) -> str | None:

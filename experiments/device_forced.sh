@@ -17,6 +17,9 @@
 # Within a call's time: LEVELS=16 (one level), PHASES="sequential,padoc padoc_hsd hsd,table_rows,crops"
 # (groups run in turn, each at every size), BUDGET_S=480 (the sweeps stop there; the table is made of
 # the jobs that finished).
+# With PROJECT_FROM="runs/exp-forced-30m-v4" at the DEMO_ONLY step (.sweeps/: carry it too), the call
+# first projects those CPU sweeps' jobs at PROJECT_SIZES (default 0.5b 1.5b) with step costs timed on the
+# GPU ($OUT/project-NAME/break_even.json, .png; labelled PROJECTION), then measures PHASES.
 # On CPU, to check the script: SKIP_WHEELS=1 PYTHON=/path/to/venv/python DEVICE=cpu SIZES=1m PAGES=2 \
 #   VISION_TOKENS=16 OUT=/tmp/o bash experiments/device_forced.sh
 set -euo pipefail
@@ -39,7 +42,14 @@ for p in pages:  # drafts made before (the default cache): copied; the others dr
         shutil.copy(path, ".drafts/")
 print(f"{len(draft_pages(pages, '.drafts', progress=False))} pages' drafts in .drafts/")
 PYEOF
-  du -sh .demo .drafts
+  rm -rf .sweeps
+  for sweep in ${PROJECT_FROM:-}; do  # CPU sweeps whose counts the GPU projects (summary.json, config.yaml a job)
+    for job in "$sweep"/*/summary.json; do
+      dest=.sweeps/$(basename "$sweep")/$(basename "$(dirname "$job")")
+      mkdir -p "$dest" && cp "$job" "$(dirname "$job")/config.yaml" "$dest/"
+    done
+  done
+  du -sh .demo .drafts ${PROJECT_FROM:+.sweeps}
   exit 0
 fi
 if [ -z "${SKIP_WHEELS:-}" ]; then
@@ -67,6 +77,21 @@ extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_d
 [ -n "${VISION_TOKENS:-}" ] && extra+=(model.vision_tokens="$VISION_TOKENS")
 [ -n "${LEVELS:-}" ] && extra+=(runtime.max_pages="$LEVELS")
 [ -n "${THREADS:-}" ] && extra+=(runtime.threads="$THREADS")
+# PROJECT (first, when .sweeps/ came along): every carried CPU sweep's jobs projected at PROJECT_SIZES
+# on this device (experiments/break_even.py --device: each job's buckets and prefills timed here,
+# its engine and other seconds as measured on the sweep's machine), within PROJECT_S seconds.
+if [ -d .sweeps ] && [ -n "${PROJECT_SIZES-0.5b 1.5b}" ]; then
+  for sweep in .sweeps/*/; do
+    name=$(basename "$sweep")
+    echo "== projection of $name at ${PROJECT_SIZES-0.5b 1.5b}" | tee -a "$LOG"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout --signal=TERM --kill-after=5 "${PROJECT_S:-240}" $PY experiments/break_even.py --sweep "$sweep" \
+      --sizes ${PROJECT_SIZES-0.5b 1.5b} --device "$DEVICE" --dtype "$DTYPE" --data-root "$PWD/.demo" \
+      --budget "${PROJECT_BUDGET:-4}" --threads "${THREADS:-4}" --out "$OUT/project-$name" 2>&1 | tee -a "$LOG" \
+      || echo "projection of $name: failed or cut off after $(( $(date +%s) - start )) s" | tee -a "$LOG"
+  done
+fi
 # PHASES: groups of strategies run in turn, each group at every size before the next group, so that a
 # call that runs out of time (BUDGET_S seconds for all sweeps; 0: none) keeps the most wanted jobs
 # finished: a job cut off by the budget leaves no result and the table is made of those that finished.

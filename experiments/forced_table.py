@@ -19,10 +19,13 @@ KEYS = ("median_steps", "mean_steps", "accepted_per_step", "pages_per_s", "proje
 
 
 def rows_of(size: str, root: str) -> list[dict]:
-    rows, _, _ = table(load_jobs([root]), "strategy:sequential")
+    jobs = load_jobs([root])
+    rows, _, _ = table(jobs, "strategy:sequential")
+    levels = {j["summary"].get("concurrency") for j in jobs}  # one level: not a column of compare's table
+    only = levels.pop() if len(levels) == 1 else None
     out = []
     for r in rows:
-        row = {"size": size, "in_flight": int(r.get("runtime.max_pages") or 0) or None, "strategy": r["strategy"],
+        row = {"size": size, "in_flight": int(r.get("runtime.max_pages") or 0) or only, "strategy": r["strategy"],
                "pages": r["pages"]}
         for k in KEYS:
             row[k] = r.get(k)

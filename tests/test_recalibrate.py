@@ -43,3 +43,15 @@ def test_a_job_is_timed_again_from_its_folder_at_its_size_and_another(job):
         assert project(log, costs, summary["pages"], cm["wall_s"])["projected_pages_per_s"] > 0
         times[size] = sum(p["time_s"] for p in points)
     assert times["30m"] > 2 * times[None]  # 30x the parameters: the probes do see the size
+
+
+def test_a_job_is_timed_on_another_device_or_dtype_with_overrides(job):
+    """break_even.py --device/--dtype/--data-root: the job's config with those keys replaced (model and
+    data keys alike), the rest as the job ran."""
+    summary, cfg = read_job(job)
+    vlm, samples = load_job_model(cfg, None, {"model": {"dtype": "bfloat16", "device": "cpu"}, "data": {"pages": 1}})
+    assert next(vlm.model.parameters()).dtype == torch.bfloat16 and vlm.size == "1m"
+    assert len(samples) == 1 < summary["pages"] and cfg.model.dtype != "bfloat16"  # the job's own config untouched
+    costs = recalibrate(vlm, samples, cfg, PassLog(**summary["cost_model"]["counts"]), summary["concurrency"],
+                        budget_s=0.3)
+    assert costs["bucket_points"] and all(p["time_s"] > 0 for p in costs["bucket_points"])

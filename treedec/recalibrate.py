@@ -25,9 +25,12 @@ def read_job(job: Path) -> tuple[dict[str, Any], DictConfig]:
     return json.loads((job / "summary.json").read_text()), OmegaConf.load(job / "config.yaml")
 
 
-def load_job_model(cfg: DictConfig, size: str | None = None) -> tuple[Any, list]:
+def load_job_model(cfg: DictConfig, size: str | None = None, overrides: dict | None = None) -> tuple[Any, list]:
     """The job's model (a forced model's `size` replaced when given) and its pages, with torch's
-    threads set as the job ran."""
+    threads set as the job ran. `overrides`: config keys replaced first (e.g. {"model": {"device":
+    "cuda", "dtype": "bfloat16"}, "data": {"root": ...}}: the job's counts timed on another machine)."""
+    if overrides:
+        cfg = OmegaConf.merge(cfg, overrides)
     torch.set_num_threads(int(cfg.runtime.threads))
     vlm = load_vlm(cfg.model if size is None else OmegaConf.merge(cfg.model, {"size": size}))
     return vlm, list(open_dataset(cfg.data, model_pages=vlm.pages))
