@@ -20,6 +20,8 @@
 # With PROJECT_FROM="runs/exp-forced-30m-v4" at the DEMO_ONLY step (.sweeps/: carry it too), the call
 # first projects those CPU sweeps' jobs at PROJECT_SIZES (default 0.5b 1.5b) with step costs timed on the
 # GPU ($OUT/project-NAME/break_even.json, .png; labelled PROJECTION), then measures PHASES.
+# Before all that, PROFILE_PROBES (default "12:12:6000 4:4:8000 1:1:10000") profiles one engine step of the
+# first of SIZES ($OUT/profile_step.txt).
 # On CPU, to check the script: SKIP_WHEELS=1 PYTHON=/path/to/venv/python DEVICE=cpu SIZES=1m PAGES=2 \
 #   VISION_TOKENS=16 OUT=/tmp/o bash experiments/device_forced.sh
 set -euo pipefail
@@ -77,7 +79,17 @@ extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_d
 [ -n "${VISION_TOKENS:-}" ] && extra+=(model.vision_tokens="$VISION_TOKENS")
 [ -n "${LEVELS:-}" ] && extra+=(runtime.max_pages="$LEVELS")
 [ -n "${THREADS:-}" ] && extra+=(runtime.threads="$THREADS")
-# PROJECT (first, when .sweeps/ came along): every carried CPU sweep's jobs projected at PROJECT_SIZES
+# PROFILE_PROBES (first; "" for none): one engine step of the first of SIZES timed and profiled on this device
+# (experiments/profile_step.py; PAGES:ROWS:KEYS each) into $OUT/profile_step.txt: where a step's time goes.
+PROFILE_PROBES=${PROFILE_PROBES-12:12:6000 4:4:8000 1:1:10000}
+if [ -n "$PROFILE_PROBES" ]; then
+  probes=(); for pr in $PROFILE_PROBES; do probes+=(--probe "$pr"); done
+  read -r first_size _ <<< "$SIZES"
+  timeout --signal=TERM --kill-after=5 "${PROFILE_S:-120}" $PY experiments/profile_step.py --size "$first_size" \
+    --device "$DEVICE" --dtype "$DTYPE" "${probes[@]}" --out "$OUT/profile_step.txt" >> "$LOG" 2>&1 \
+    || echo "profile_step: failed or cut off (its log: $LOG)" | tee -a "$LOG"
+fi
+# PROJECT (then, when .sweeps/ came along): every carried CPU sweep's jobs projected at PROJECT_SIZES
 # on this device (experiments/break_even.py --device: each job's buckets and prefills timed here,
 # its engine and other seconds as measured on the sweep's machine), within PROJECT_S seconds.
 if [ -d .sweeps ] && [ -n "${PROJECT_SIZES-0.5b 1.5b}" ]; then

@@ -79,3 +79,21 @@ def test_rerunning_a_sweep_config_repeats_its_pages_and_figures(tmp_path):
     assert len(ca["rows"]) == 3 and _untimed(ca) == _untimed(cb)
     hsd = next(r for r in ca["rows"] if r["strategy"] == "hsd")
     assert hsd["median_steps_vs_baseline"] is not None  # against the sweep's sequential job
+
+
+def test_profile_step_times_and_profiles_an_engine_step_or_refuses_a_bad_probe(tmp_path, capsys):
+    """experiments/profile_step.py (run on a GPU by device_forced.sh): a forced model's engine step timed and
+    profiled, blocked and dense for several pages, dense for one; a malformed probe refused in one line."""
+    prof = load_script("experiments/profile_step.py")
+    out = tmp_path / "p.txt"
+    prof.main(["--size", "1m", "--device", "cpu", "--dtype", "float32", "--probe", "2:3:40", "--probe", "1:1:30",
+               "--steps", "1", "--threads", "1", "--out", str(out)])
+    text = out.read_text()
+    heads = [line for line in text.splitlines() if line.startswith("== ")]
+    assert [h.split(":")[0] for h in heads] == ["== 2 pages x 40 keys, 3 rows, blocked", "== 2 pages x 40 keys, 3 rows, dense",
+                                                 "== 1 pages x 30 keys, 1 rows, dense"]
+    assert all(" ms a step (CPU)" in h for h in heads) and text.count("Self CPU time total") == 3
+    for bad in ("2:3", "0:1:5", "3:2:5"):
+        with pytest.raises(SystemExit) as e:
+            prof.main(["--size", "1m", "--device", "cpu", "--probe", bad])
+        assert "--probe" in str(e.value)
