@@ -17,7 +17,7 @@
 # Within a call's time: LEVELS=16 (one level), PHASES="sequential,padoc padoc_hsd hsd,table_rows,crops"
 # (groups run in turn, each at every size), BUDGET_S=480 (the sweeps stop there; the table is made of
 # the jobs that finished).
-# With PROJECT_FROM="runs/exp-forced-30m-v4" at the DEMO_ONLY step (.sweeps/: carry it too), the call
+# With PROJECT_FROM="exp-forced-30m-v4" (kept in docs/figures/forced_v4) or a sweep's folder at the DEMO_ONLY step (.sweeps/: carry it too), the call
 # first projects those CPU sweeps' jobs at PROJECT_SIZES (default 0.5b 1.5b) with step costs timed on the
 # GPU ($OUT/project-NAME/break_even.json, .png; labelled PROJECTION), then measures PHASES.
 # Before all that, PROFILE_PROBES (default "12:12:6000 4:4:8000 1:1:10000") profiles one engine step of the
@@ -45,11 +45,23 @@ for p in pages:  # drafts made before (the default cache): copied; the others dr
 print(f"{len(draft_pages(pages, '.drafts', progress=False))} pages' drafts in .drafts/")
 PYEOF
   rm -rf .sweeps
-  for sweep in ${PROJECT_FROM:-}; do  # CPU sweeps whose counts the GPU projects (summary.json, config.yaml a job)
-    for job in "$sweep"/*/summary.json; do
-      dest=.sweeps/$(basename "$sweep")/$(basename "$(dirname "$job")")
-      mkdir -p "$dest" && cp "$job" "$(dirname "$job")/config.yaml" "$dest/"
-    done
+  # PROJECT_FROM: CPU sweeps whose counts the GPU projects: a sweep's folder (summary.json and config.yaml a
+  # job), or SWEEP names kept in docs/figures/*/ as SWEEP_STRATEGY.json and SWEEP_STRATEGY.config.yaml
+  for sweep in ${PROJECT_FROM:-}; do
+    if [ -d "$sweep" ]; then
+      for job in "$sweep"/*/summary.json; do
+        dest=.sweeps/$(basename "$sweep")/$(basename "$(dirname "$job")")
+        mkdir -p "$dest" && cp "$job" "$(dirname "$job")/config.yaml" "$dest/"
+      done
+    else
+      kept=$(ls docs/figures/*/"${sweep}"_*.config.yaml 2>/dev/null) \
+        || { echo "PROJECT_FROM: $sweep is neither a folder nor kept in docs/figures/*/" >&2; exit 2; }
+      for cfg in $kept; do
+        strategy=${cfg##*/"${sweep}"_}; strategy=${strategy%.config.yaml}
+        dest=.sweeps/$sweep/strategy=$strategy
+        mkdir -p "$dest" && cp "$cfg" "$dest/config.yaml" && cp "${cfg%.config.yaml}.json" "$dest/summary.json"
+      done
+    fi
   done
   du -sh .demo .drafts ${PROJECT_FROM:+.sweeps}
   exit 0
