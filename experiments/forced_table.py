@@ -18,6 +18,19 @@ from treedec.commands.compare import load_jobs, table
 KEYS = ("median_steps", "mean_steps", "accepted_per_step", "pages_per_s", "projected_pages_per_s", "p95_latency_s")
 
 
+def time_split(jobs: list[dict]) -> dict:
+    """Where one job's wall time went (its cost model's parts: forwards, the engine's own work around
+    them, the rest) and its steps: which of them a slow step is made of. Empty unless one job matches."""
+    if len(jobs) != 1 or not (jobs[0]["summary"].get("cost_model") or {}).get("counts"):
+        return {}
+    cm = jobs[0]["summary"]["cost_model"]
+    steps = cm["counts"]["steps"] or 1
+    return {"steps": cm["counts"]["steps"], "wall_s": cm["wall_s"], "forward_s": cm["model_measured_s"],
+            "engine_s": cm["engine_s"], "other_s": cm["other_s"],
+            "forward_ms_per_step": 1e3 * cm["counts"].get("step_forward_s", 0.0) / steps,
+            "engine_ms_per_step": 1e3 * cm["engine_s"] / steps}
+
+
 def rows_of(size: str, root: str) -> list[dict]:
     jobs = load_jobs([root])
     rows, _, _ = table(jobs, "strategy:sequential")
@@ -30,6 +43,8 @@ def rows_of(size: str, root: str) -> list[dict]:
         for k in KEYS:
             row[k] = r.get(k)
             row[f"{k}_vs_sequential"] = r.get(f"{k}_vs_baseline")
+        row.update(time_split([j for j in jobs if j["summary"].get("strategy") == r["strategy"]
+                               and j["summary"].get("concurrency") == row["in_flight"]]))
         out.append(row)
     return sorted(out, key=lambda x: (x["in_flight"] or 0, x["strategy"]))
 

@@ -97,3 +97,35 @@ def test_profile_step_times_and_profiles_an_engine_step_or_refuses_a_bad_probe(t
         with pytest.raises(SystemExit) as e:
             prof.main(["--size", "1m", "--device", "cpu", "--probe", bad])
         assert "--probe" in str(e.value)
+
+
+def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_path):
+    """experiments/forced_table.py on a tiny forced sweep (sequential and padoc at one level): one row a
+    job, ratios to sequential, the level read where it was not swept, and each job's wall time split into
+    forwards, the engine's own work and the rest (what the GPU call brings back)."""
+    import json
+    import subprocess
+    import sys
+
+    from test_run import PAGES
+
+    out = tmp_path / "sweep"
+    r = subprocess.run([sys.executable, "-m", "treedec", "run", "-m", "model=forced", "model.size=1m",
+                        "model.vision_tokens=16", "runtime.threads=1", "runtime.max_pages=4", "data.pages=2", *PAGES,
+                        "strategy=sequential,padoc", f"out={out}"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = load_script("experiments/forced_table.py")
+    rows = {row["strategy"]: row for row in table.rows_of("1m", str(out))}
+    assert set(rows) == {"sequential", "padoc"} and all(row["in_flight"] == 4 for row in rows.values())
+    seq, padoc = rows["sequential"], rows["padoc"]
+    assert seq["pages_per_s_vs_sequential"] == 1.0
+    assert padoc["mean_steps_vs_sequential"] == seq["mean_steps"] / padoc["mean_steps"] > 1
+    for row in rows.values():
+        assert row["steps"] > 0 and row["forward_s"] > 0 and row["engine_s"] > 0
+        assert abs(row["forward_s"] + row["engine_s"] + row["other_s"] - row["wall_s"]) < 1e-6 * row["wall_s"] + 1e-9
+        assert 0 < row["forward_ms_per_step"] * row["steps"] / 1e3 <= row["forward_s"] * (1 + 1e-9)
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "forced_table.py"), "--sweep", f"1m={out}",
+                        "--out", str(tmp_path / "t")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(json.loads((tmp_path / "t" / "forced_table.json").read_text())["rows"]) == 2
+    assert (tmp_path / "t" / "forced_table.png").stat().st_size > 0
