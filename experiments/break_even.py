@@ -201,6 +201,7 @@ def plot(rows: list[dict], sizes: list[str], measured_at: str | None, path: Path
 
 def main() -> None:
     import torch
+    from omegaconf import OmegaConf
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweep", type=Path, required=True, help="a forced sweep's folder (its jobs' summary.json)")
@@ -223,9 +224,9 @@ def main() -> None:
     measured_at = None if model else a.measured_size or _size_of(found)
     sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
     costs = {s: size_costs(found, s, a.budget, overrides) for s in sizes}  # size -> job -> calibrate's times
-    cfg = found[0]["cfg"]
-    device = a.device or cfg.model.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")  # as the model
-    dtype = a.dtype or cfg.model.get("dtype") or "float32"
+    model_cfg = OmegaConf.merge(found[0]["cfg"], overrides).model  # the probes' model: the ViT runs as it does
+    device = model_cfg.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = model_cfg.get("dtype") or "float32"
     vit = None if a.no_vit else fit_vit(a.threads, a.budget, device, dtype)
     if vit:
         print(f"ViT: {vit['per_patch_s']:.3g} s/patch, {vit['per_patch_sq_s']:.3g} s/patch^2", flush=True)

@@ -104,14 +104,15 @@ fi
 # PROJECT (then, when .sweeps/ came along): every carried CPU sweep's jobs projected at PROJECT_SIZES
 # on this device (experiments/break_even.py --device: each job's buckets and prefills timed here,
 # its engine and other seconds as measured on the sweep's machine), within PROJECT_S seconds.
-if [ -d .sweeps ] && [ -n "${PROJECT_SIZES-0.5b 1.5b}" ]; then
+PROJECT_SIZES=${PROJECT_SIZES-0.5b 1.5b}
+if [ -d .sweeps ] && [ -n "$PROJECT_SIZES" ]; then
   for sweep in .sweeps/*/; do
     name=$(basename "$sweep")
-    echo "== projection of $name at ${PROJECT_SIZES-0.5b 1.5b}" | tee -a "$LOG"
+    echo "== projection of $name at $PROJECT_SIZES" | tee -a "$LOG"
     start=$(date +%s)
     # shellcheck disable=SC2086
     timeout --signal=TERM --kill-after=5 "${PROJECT_S:-240}" $PY experiments/break_even.py --sweep "$sweep" \
-      --sizes ${PROJECT_SIZES-0.5b 1.5b} --device "$DEVICE" --dtype "$DTYPE" --data-root "$PWD/.demo" \
+      --sizes $PROJECT_SIZES --device "$DEVICE" --dtype "$DTYPE" --data-root "$PWD/.demo" \
       --budget "${PROJECT_BUDGET:-4}" --threads "${THREADS:-4}" --out "$OUT/project-$name" 2>&1 | tee -a "$LOG" \
       || echo "projection of $name: failed or cut off after $(( $(date +%s) - start )) s" | tee -a "$LOG"
   done

@@ -81,7 +81,7 @@ def test_rerunning_a_sweep_config_repeats_its_pages_and_figures(tmp_path):
     assert hsd["median_steps_vs_baseline"] is not None  # against the sweep's sequential job
 
 
-def test_profile_step_times_and_profiles_an_engine_step_or_refuses_a_bad_probe(tmp_path, capsys):
+def test_profile_step_times_and_profiles_an_engine_step_or_refuses_a_bad_probe(tmp_path):
     """experiments/profile_step.py (run on a GPU by device_forced.sh): a forced model's engine step timed and
     profiled, blocked and dense for several pages, dense for one; a malformed probe refused in one line."""
     prof = load_script("experiments/profile_step.py")
