@@ -7,9 +7,11 @@ from treedec import phases
 from treedec.data.synth import Sample
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.engine import PENDING
+from treedec.engine.limits import PageLimits
 from treedec.page import Page
 from treedec.records import PageRecord, RunResult
 from treedec.stages import run_strategy
+from treedec.stages.in_flight import UNKNOWN_PER_PAGE
 from treedec.strategies.base import Strategy
 from treedec.strategies.sequential import flat_target
 from treedec.strategies.stages import Drafted
@@ -47,8 +49,9 @@ class FakeRuntime:
     """Each run takes 1 s of the fake clock, 2 steps a page, 3 forwards; it records what it ran."""
     name, pending_inputs, steps_counted = "fake", True, "steps"
 
-    def __init__(self, t: FakeTime):
-        self.t, self.runs = t, []
+    def __init__(self, t: FakeTime, max_pages: int = 16):
+        self.t, self.runs, self.in_flight = t, [], []
+        self.cfg = PageLimits(max_pages=max_pages)
 
     def check(self, vlm, strategy) -> None:
         pass
@@ -56,6 +59,7 @@ class FakeRuntime:
     def run(self, vlm, strategy, samples, progress=True, warmup=True, on_record=None, in_flight=None, unit="page"):
         names = [s.name for s in samples if s is not PENDING]
         self.runs.append((strategy.name, names))
+        self.in_flight.append(in_flight)
         if strategy.drafter is not None:  # the run's own source, handed its samples' drafts first
             assert strategy.made_for_run and sorted(strategy.drafter.seqs) == sorted(names)
         self.t.now += 1.0
@@ -125,3 +129,19 @@ def test_the_warm_up_runs_every_stage_with_drafts_of_its_own(monkeypatch):
     assert [n for n, _ in runtime.runs] == ["reads", "pages", "reads", "pages"]
     assert runtime.runs[1][1] == ["p0"] and res.warmup_s == 2.5
     assert len(before.folders) == 2 and before.folders[0] != before.folders[1]
+
+
+def test_stage1_holds_a_page_s_crops_in_flight_together(monkeypatch):
+    """At one page in flight stage 1 reads that page's crops together (two a page here), as `crops`
+    does; the page decode keeps the runtime's pages in flight. Drafted beside the model's runs, the
+    crops' count is not known ahead: `UNKNOWN_PER_PAGE` a page."""
+    samples = [Sample(f"p{i}", None, None) for i in range(3)]
+    for max_pages, beside, crops in ((1, False, 2), (3, False, 6), (2, True, 2 * UNKNOWN_PER_PAGE)):
+        t = FakeTime()
+        monkeypatch.setattr(phases.time, "perf_counter", t)
+        runtime, before = FakeRuntime(t, max_pages), FakeBefore(t)
+        before.beside = beside
+        run_strategy(runtime, None, Strategy("pages", "flat", TOK, flat_target, before=before), samples,
+                     progress=False, warmup=False)
+        assert [n for n, _ in runtime.runs] == ["reads", "pages"]
+        assert runtime.in_flight == [crops, None], (max_pages, beside)

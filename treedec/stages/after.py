@@ -1,6 +1,6 @@
 """Stages after decoding (`crops`, `Strategy.after`): the pages decoded (the layout pass, one
 `runtime.run`), then every region of every page read from its crop (one `runtime.run`, the
-crops of a page in flight together: `runtime.max_pages` x the most regions of a page), the
+crops of a page in flight together: `in_flight.crops_in_flight`), the
 readings spliced into the pages. A page's latency runs to its last crop's reading; its pages
 are handed on (`on_record`) once read."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Callable
 from treedec.phases import PhaseClock
 from treedec.records import PageRecord, RunResult, page_record
 from treedec.runtimes.base import Runtime
+from treedec.stages.in_flight import crops_in_flight
 from treedec.stages.merge import MAIN, merged
 from treedec.strategies.base import Strategy
 from treedec.strategies.stages import AfterDecoding
@@ -28,7 +29,7 @@ def read_after(runtime: Runtime, vlm, after: AfterDecoding, strategy: Strategy, 
         per_page = max((sum(1 for j in jobs if j[0] is rec) for rec in main.records), default=1)
         t_read = time.perf_counter()
         reads = runtime.run(vlm, after.reader, [c for _, _, c in jobs], progress=False, warmup=False,
-                            in_flight=max(1, per_page * runtime.cfg.max_pages))
+                            in_flight=crops_in_flight(runtime, per_page))
         read = {r.name: r.result for r in reads.records}
         records = []
         for rec in main.records:

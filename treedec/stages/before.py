@@ -19,6 +19,7 @@ from treedec.engine.engine import PENDING
 from treedec.phases import PhaseClock
 from treedec.records import PageRecord, RunResult
 from treedec.runtimes.base import Runtime
+from treedec.stages.in_flight import crops_in_flight
 from treedec.stages.merge import MAIN, merged, moved
 from treedec.strategies.base import Strategy
 from treedec.strategies.stages import BeforeDecoding, Drafted
@@ -110,8 +111,9 @@ def _pages(vlm, before: BeforeDecoding, strategy: Strategy, drafted: Iterable, f
 def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, stage1, drafted: Waited,
             figures: dict, beside: bool, progress: bool, clock: PhaseClock) -> RunResult:
     """Stage 1: the crops of every drafted page read in one run (its reader made for it, each
-    crop's drafts handed to the reader's source); each page's drafts, refined by its crops'
-    readings, handed to `strategy`'s source."""
+    crop's drafts handed to the reader's source; a page's crops in flight together:
+    `in_flight.crops_in_flight`); each page's drafts, refined by its crops' readings, handed to
+    `strategy`'s source."""
     held: list[tuple[Drafted, list[str]]] = []  # (drafted page, its crops' names)
     reader = stage1.strategy.for_run(vlm)
 
@@ -130,8 +132,10 @@ def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, s
     if not beside:
         with clock.phase("draft"):
             items = list(items)
+    per_page = None if beside else max((len(names) for _, names in held), default=1)
     with clock.phase("stage1"):
-        res = runtime.run(vlm, reader, items, progress=progress, warmup=False, unit="crop")
+        res = runtime.run(vlm, reader, items, progress=progress, warmup=False, unit="crop",
+                          in_flight=crops_in_flight(runtime, per_page))
         read = {r.name: r for r in res.records}
         for d, names in held:
             figures[d.sample.name] = before.use(vlm, d, [read[n] for n in names], strategy.drafter)
