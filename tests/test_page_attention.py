@@ -140,31 +140,59 @@ def test_a_dense_step_reads_shared_kv_heads_in_place_with_the_same_logits():
     assert not torch.allclose(engine, step(torch.zeros_like(mask)))  # the mask is applied, not dropped
 
 
+def _five_pages(dtype=torch.float32):
+    """Five pages of 1-3 rows and 50-70 keys each (every fifth masked), GQA: 2 KV heads for 6 query
+    heads; query, key, value and their groups (rows, keys, mask)."""
+    torch.manual_seed(0)
+    L, H, Hkv, D = 400, 6, 2, 8
+    key, value = torch.randn(1, Hkv, L, D, dtype=dtype), torch.randn(1, Hkv, L, D, dtype=dtype)
+    query = torch.randn(1, H, 9, D, dtype=dtype)
+    groups, row = [], 0
+    for p, (r, k) in enumerate([(1, 60), (2, 70), (1, 50), (3, 65), (2, 55)]):
+        keys = torch.arange(p * 80, p * 80 + k)
+        mask = torch.zeros(r, k)
+        mask[:, ::5] = float("-inf")
+        groups.append((torch.arange(row, row + r), keys, mask))
+        row += r
+    return query, key, value, groups
+
+
 def test_a_bucket_split_across_calls_gives_the_same_outputs(monkeypatch):
     """On a CPU a bucket's pages go to SDPA in parts whose gathered KV stays below GATHER_BYTES
     (glibc maps larger temporaries afresh at every call): the outputs are the same, bit for bit,
     however many parts (GQA: 2 KV heads for 6 query heads)."""
     import treedec.models.page_attention as pa
 
-    torch.manual_seed(0)
-    L, H, Hkv, D = 400, 6, 2, 8
-    key, value = torch.randn(1, Hkv, L, D), torch.randn(1, Hkv, L, D)
-    query = torch.randn(1, H, 9, D)
-    groups, row = [], 0
-    for p, (r, k) in enumerate([(1, 60), (2, 70), (1, 50), (3, 65), (2, 55)]):  # one bucket (ratio 0)
-        keys = torch.arange(p * 80, p * 80 + k)
-        mask = torch.zeros(r, k)
-        mask[:, ::5] = float("-inf")
-        groups.append((torch.arange(row, row + r), keys, mask))
-        row += r
-    batch = pa.PageBatch.build(groups, ratio=0.0)
+    query, key, value, groups = _five_pages()
+    batch = pa.PageBatch.build(groups, ratio=0.0)  # one bucket
     assert len(batch.buckets) == 1
     whole = pa.blocked_attention(query, key, value, batch, 0.3)
     calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
                         lambda q, *a, **k: calls.append(q.shape[0]) or sdpa(q, *a, **k))
-    monkeypatch.setattr(pa, "GATHER_BYTES", 2 * 70 * Hkv * D * 4)  # two pages of the bucket's 70 keys per call
+    monkeypatch.setattr(pa, "GATHER_BYTES", 2 * 70 * 2 * 8 * 4)  # two pages of the bucket's 70 keys per call
     parts = pa.blocked_attention(query, key, value, batch, 0.3)
     assert calls == [2, 2, 1]
     assert torch.equal(whole, parts)
+
+
+def test_a_batch_moved_once_a_step_reads_its_real_rows_without_masks_of_its_own():
+    """`PageBatch.to(device, dtype)` (the adapter's, once a step) casts the masks to the model's
+    dtype, so no layer casts them again; the same outputs as casting in every layer. The real rows
+    (`keep`, `at`: built on the host) are each page's first rows, every row of the step once."""
+    import treedec.models.page_attention as pa
+
+    query, key, value, groups = _five_pages(torch.bfloat16)
+    batch = pa.PageBatch.build(groups, ratio=0.0)
+    moved = batch.to("cpu", torch.bfloat16)
+    assert batch.to("cpu") is batch and moved.to("cpu", torch.bfloat16) is moved
+    assert all(b.mask.dtype == torch.float32 for b in batch.buckets)
+    assert all(b.mask.dtype == torch.bfloat16 for b in moved.buckets)
+    b = moved.buckets[0]
+    R = b.rows.shape[1]
+    assert sorted(b.counts) == [1, 1, 2, 2, 3]  # the bucket's pages (sorted by size) with their rows
+    assert b.keep.tolist() == [p * R + i for p, c in enumerate(b.counts) for i in range(c)]
+    assert b.at.tolist() == b.rows.flatten()[b.keep].tolist() and sorted(b.at.tolist()) == list(range(9))
+    assert torch.equal(pa.blocked_attention(query, key, value, batch, 0.3),
+                       pa.blocked_attention(query, key, value, moved, 0.3))

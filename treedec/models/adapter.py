@@ -100,7 +100,7 @@ class CausalLMAdapter:
         from treedec.models.attention import engine_attention
 
         attention = {"attention_mask": mask[None, None].to(dev, self.dtype)} if pages is None else \
-            {"attention_mask": None, "pages": pages.to(dev)}
+            {"attention_mask": None, "pages": pages.to(dev, self.dtype)}
         with capture_hidden(self.model, hidden) as cap, adapted, engine_attention(self.text_config):
             out = self.model(**inputs, position_ids=positions[None], past_key_values=cache, use_cache=True,
                              logits_to_keep=keep if keep is not None else 0, **attention)

@@ -31,11 +31,16 @@ GATHER_BYTES = 16 << 20  # on a CPU: a bucket's pages in SDPA calls whose gather
 class Bucket:
     """Pages padded into one batch: page p's query rows `rows[p]` (indices into the flat
     batch) see the keys `keys[p]` (indices into the cache after the step's append) under
-    `mask[p]`. Padding: key index 0 with mask -inf; query row index 0, output dropped (`valid`)."""
+    `mask[p]`. Padding: key index 0 with mask -inf; query row index 0, output dropped. The
+    real rows, built on the host with the rest so that reading them back never waits on a
+    device: `keep` (their places in the flattened [P * R] batch), `at` (their rows in the step's
+    flat batch), `counts` (real rows a page)."""
     rows: torch.Tensor  # [P, R] long
     keys: torch.Tensor  # [P, K] long
     mask: torch.Tensor  # [P, 1, R, K] additive float
-    valid: torch.Tensor  # [P * R] bool: real query rows
+    keep: torch.Tensor  # [V] long: real query rows' places in the flattened [P * R] batch, ascending
+    at: torch.Tensor  # [V] long: their rows in the step's flat batch
+    counts: list[int]  # real query rows of each page (its first ones)
 
     @classmethod
     def build(cls, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> "Bucket":
@@ -45,19 +50,22 @@ class Bucket:
         rows = torch.zeros(P, R, dtype=torch.long)
         keys = torch.zeros(P, K, dtype=torch.long)
         mask = torch.full((P, 1, R, K), NEG)
-        valid = torch.zeros(P, R, dtype=torch.bool)
         for p, (r, k, m) in enumerate(groups):
-            rows[p, :len(r)], keys[p, :len(k)], valid[p, :len(r)] = r, k, True
+            rows[p, :len(r)], keys[p, :len(k)] = r, k
             mask[p, 0, :len(r), :len(k)] = m
             mask[p, 0, len(r):, 0] = 0.0  # padded rows see one key (no all -inf row); dropped anyway
-        return cls(rows, keys, mask, valid.flatten())
+        counts = [len(r) for r, _, _ in groups]
+        keep = torch.cat([p * R + torch.arange(c) for p, c in enumerate(counts)])
+        return cls(rows, keys, mask, keep, torch.cat([r for r, _, _ in groups]), counts)
 
     @property
     def padded(self) -> int:
         return self.mask.shape[0] * self.mask.shape[2] * self.mask.shape[3]
 
-    def to(self, device: torch.device) -> "Bucket":
-        return Bucket(*(t.to(device) for t in (self.rows, self.keys, self.mask, self.valid)))
+    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "Bucket":
+        """On `device`, the mask in `dtype` (the model's: cast once a step, not once a layer)."""
+        return Bucket(self.rows.to(device), self.keys.to(device), self.mask.to(device, dtype), self.keep.to(device),
+                      self.at.to(device), self.counts)
 
 
 @dataclass
@@ -67,11 +75,12 @@ class PageBatch:
     real: int  # score elements: sum over pages of rows x keys
     padded: int  # score elements handed to the kernels
 
-    def to(self, device: torch.device) -> "PageBatch":
-        """The same batch with its tensors on `device` (itself where they are there)."""
-        if self.buckets and self.buckets[0].rows.device == torch.device(device):
+    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "PageBatch":
+        """The same batch with its tensors on `device`, its masks in `dtype` (itself where they are so)."""
+        b = self.buckets[0] if self.buckets else None
+        if b is None or (b.rows.device == torch.device(device) and dtype in (None, b.mask.dtype)):
             return self
-        return PageBatch([b.to(device) for b in self.buckets], self.real, self.padded)
+        return PageBatch([b.to(device, dtype) for b in self.buckets], self.real, self.padded)
 
     @classmethod
     def build(cls, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
@@ -132,16 +141,19 @@ def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     for b in pages.buckets:
         P, R = b.rows.shape
         n = _pages_per_call(b.keys.shape[1], key) if key.device.type == "cpu" else P
+        start = [0]
+        for c in b.counts:  # where each page's real rows start in `keep` / `at`
+            start.append(start[-1] + c)
         for first in range(0, P, n):
-            part = slice(first, first + n)
-            idx, valid = b.rows[part].flatten(), b.valid.view(P, R)[part].flatten()
-            p = len(idx) // R
-            q = query[0].index_select(1, idx).view(H, p, R, -1).transpose(0, 1)
+            part, p = slice(first, first + n), min(n, P - first)
+            q = query[0].index_select(1, b.rows[part].flatten()).view(H, p, R, -1).transpose(0, 1)
             k, v = _gather(key, b.keys[part]), _gather(value, b.keys[part])
             o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=b.mask[part].to(query.dtype),
                                                                  scale=scale, enable_gqa=H != Hkv)  # [p, H, R, Dv]
-            outs.append(o.transpose(1, 2).reshape(p * R, H, -1)[valid])
-            rows.append(idx[valid])
+            real = slice(start[first], start[first + p])
+            keep = b.keep[real] - first * R if first else b.keep[real]
+            outs.append(o.transpose(1, 2).reshape(p * R, H, -1).index_select(0, keep))
+            rows.append(b.at[real])
     o = torch.cat(outs) if len(outs) > 1 else outs[0]
     out = query.new_empty(query.shape[2], H, o.shape[-1])
     out[torch.cat(rows) if len(rows) > 1 else rows[0]] = o
