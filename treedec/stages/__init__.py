@@ -8,6 +8,8 @@
 - `after.py`: the page decode (`crops`' layout pass, one run), then every region of every page
   read from its crop (one run), the readings spliced into the pages;
 - `merge.py`: phases, forward passes, notes and per-page figures of the runs, as one run.
+- `in_flight.py`: a run of crops holds a page's crops in flight together (`max_pages` x the most
+  crops of a page).
 
 No strategy runs a model and no runtime runs another: only this package calls `runtime.run`
 more than once for a strategy."""
