@@ -200,8 +200,9 @@ def plot(rows: list[dict], sizes: list[str], measured_at: str | None, path: Path
 
 
 def main() -> None:
-    import torch
     from omegaconf import OmegaConf
+
+    from treedec.models.device import model_device
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweep", type=Path, required=True, help="a forced sweep's folder (its jobs' summary.json)")
@@ -225,7 +226,7 @@ def main() -> None:
     sizes = sorted(set(a.sizes) | ({measured_at} if measured_at else set()), key=params)
     costs = {s: size_costs(found, s, a.budget, overrides) for s in sizes}  # size -> job -> calibrate's times
     model_cfg = OmegaConf.merge(found[0]["cfg"], overrides).model  # the probes' model: the ViT runs as it does
-    device = model_cfg.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = str(model_device(model_cfg.get("device")))
     dtype = model_cfg.get("dtype") or "float32"
     vit = None if a.no_vit else fit_vit(a.threads, a.budget, device, dtype)
     if vit:

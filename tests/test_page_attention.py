@@ -191,8 +191,9 @@ def test_a_batch_moved_once_a_step_reads_its_real_rows_without_masks_of_its_own(
     assert all(b.mask.dtype == torch.bfloat16 for b in moved.buckets)
     b = moved.buckets[0]
     R = b.rows.shape[1]
-    assert sorted(b.counts) == [1, 1, 2, 2, 3]  # the bucket's pages (sorted by size) with their rows
-    assert b.keep.tolist() == [p * R + i for p, c in enumerate(b.counts) for i in range(c)]
+    counts = [b.starts[p + 1] - b.starts[p] for p in range(len(b.starts) - 1)]
+    assert sorted(counts) == [1, 1, 2, 2, 3] and b.starts[0] == 0  # the bucket's pages (sorted by size), their rows
+    assert b.keep.tolist() == [p * R + i for p, c in enumerate(counts) for i in range(c)]
     assert b.at.tolist() == b.rows.flatten()[b.keep].tolist() and sorted(b.at.tolist()) == list(range(9))
     assert torch.equal(pa.blocked_attention(query, key, value, batch, 0.3),
                        pa.blocked_attention(query, key, value, moved, 0.3))

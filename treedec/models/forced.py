@@ -46,6 +46,7 @@ from PIL import Image
 
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt
+from treedec.models.device import model_device
 from treedec.models.vlm import MODES, vlm_tokenizer
 from treedec.tokenizer import DEFAULT_CHARSET
 
@@ -153,7 +154,7 @@ class ForcedModel:
                           bos_token_id=self.tokenizer.bos_id, eos_token_id=self.tokenizer.eos_id)
         cfg._attn_implementation = "sdpa"
         try:
-            dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+            dev = model_device(device)
         except RuntimeError as e:
             raise UserError(f"model.device={device!r}: {e}") from None
         if dev.type == "cuda" and not torch.cuda.is_available():

@@ -19,6 +19,7 @@ is the sum over pages of its rows x its keys, padded what the kernels are handed
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 
@@ -34,13 +35,13 @@ class Bucket:
     `mask[p]`. Padding: key index 0 with mask -inf; query row index 0, output dropped. The
     real rows, built on the host with the rest so that reading them back never waits on a
     device: `keep` (their places in the flattened [P * R] batch), `at` (their rows in the step's
-    flat batch), `counts` (real rows a page)."""
+    flat batch), `starts` (where each page's real rows start in `keep` and `at`)."""
     rows: torch.Tensor  # [P, R] long
     keys: torch.Tensor  # [P, K] long
     mask: torch.Tensor  # [P, 1, R, K] additive float
     keep: torch.Tensor  # [V] long: real query rows' places in the flattened [P * R] batch, ascending
     at: torch.Tensor  # [V] long: their rows in the step's flat batch
-    counts: list[int]  # real query rows of each page (its first ones)
+    starts: list[int]  # [P + 1]: page p's real query rows (its first ones) are keep[starts[p]:starts[p + 1]]
 
     @classmethod
     def build(cls, groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> "Bucket":
@@ -54,9 +55,9 @@ class Bucket:
             rows[p, :len(r)], keys[p, :len(k)] = r, k
             mask[p, 0, :len(r), :len(k)] = m
             mask[p, 0, len(r):, 0] = 0.0  # padded rows see one key (no all -inf row); dropped anyway
-        counts = [len(r) for r, _, _ in groups]
-        keep = torch.cat([p * R + torch.arange(c) for p, c in enumerate(counts)])
-        return cls(rows, keys, mask, keep, torch.cat([r for r, _, _ in groups]), counts)
+        keep = torch.cat([p * R + torch.arange(len(r)) for p, (r, _, _) in enumerate(groups)])
+        starts = [0, *accumulate(len(r) for r, _, _ in groups)]
+        return cls(rows, keys, mask, keep, torch.cat([r for r, _, _ in groups]), starts)
 
     @property
     def padded(self) -> int:
@@ -65,7 +66,7 @@ class Bucket:
     def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "Bucket":
         """On `device`, the mask in `dtype` (the model's: cast once a step, not once a layer)."""
         return Bucket(self.rows.to(device), self.keys.to(device), self.mask.to(device, dtype), self.keep.to(device),
-                      self.at.to(device), self.counts)
+                      self.at.to(device), self.starts)
 
 
 @dataclass
@@ -141,16 +142,13 @@ def blocked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     for b in pages.buckets:
         P, R = b.rows.shape
         n = _pages_per_call(b.keys.shape[1], key) if key.device.type == "cpu" else P
-        start = [0]
-        for c in b.counts:  # where each page's real rows start in `keep` / `at`
-            start.append(start[-1] + c)
         for first in range(0, P, n):
             part, p = slice(first, first + n), min(n, P - first)
             q = query[0].index_select(1, b.rows[part].flatten()).view(H, p, R, -1).transpose(0, 1)
             k, v = _gather(key, b.keys[part]), _gather(value, b.keys[part])
             o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=b.mask[part].to(query.dtype),
                                                                  scale=scale, enable_gqa=H != Hkv)  # [p, H, R, Dv]
-            real = slice(start[first], start[first + p])
+            real = slice(b.starts[first], b.starts[first + p])
             keep = b.keep[real] - first * R if first else b.keep[real]
             outs.append(o.transpose(1, 2).reshape(p * R, H, -1).index_select(0, keep))
             rows.append(b.at[real])

@@ -54,6 +54,7 @@ from PIL import Image
 
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt, capture_hidden
+from treedec.models.device import model_device
 from treedec.models.vlm import MODES
 from treedec.serialize import BLOCK, CATEGORY_TOKENS, CHILD, CONTROL, EOS, FORK
 
@@ -242,7 +243,7 @@ class Qwen3VL:
         except (OSError, ValueError, KeyError) as e:
             raise UserError(f"cannot load the Qwen3-VL checkpoint at {d}: {str(e).splitlines()[0]}") from None
         tok = CheckpointTokenizer(hf_tok, config.image_token_id, config.text_config.vocab_size, where=str(d))
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = model_device(device)
         try:
             images = AutoImageProcessor.from_pretrained(d)
             model = Qwen3VLForConditionalGeneration.from_pretrained(
