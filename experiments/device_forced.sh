@@ -13,7 +13,7 @@
 # HSD's drafts there are the pipeline OCR's readings of the pages made here (its packages, OpenCV and
 # ONNX Runtime, are more than a call can carry): they come from the draft cache, so hsd's and
 # padoc_hsd's pages/s there leave drafting out (labelled in the table's JSON: drafts=precomputed);
-# drafting's cost per page is measured by the CPU runs (docs/forced.md).
+# drafting's cost per page is measured by the CPU runs (docs/forced_results.md).
 # Within a call's time: LEVELS=16 (one level), PHASES="sequential,padoc padoc_hsd hsd,table_rows,crops"
 # (groups run in turn, each at every size), BUDGET_S=480 (the sweeps stop there; the table is made of
 # the jobs that finished).

@@ -50,7 +50,7 @@ def truth_text_edit(gts: list) -> float | None:
     """The text edit of the ground truth pages `gts` themselves, each page's flat form parsed back,
     under the evaluator: what a forced run, which returns the ground truth, scores at best
     (OmniDocBench's merging of `truncated` chains keeps a block's text twice where a chain has 3
-    blocks, which no prediction matches: docs/forced.md)."""
+    blocks, which no prediction matches: docs/forced_results.md)."""
     from treedec.serialize import page_to_flat, parse_flat
 
     if not gts:

@@ -116,7 +116,7 @@ def _pages_per_call(keys: int, key: torch.Tensor) -> int:
     """How many of a bucket's pages one SDPA call takes on a CPU: their gathered keys (and values)
     at most `GATHER_BYTES` each. A larger temporary is above glibc's mmap threshold (32 MB): mapped
     and faulted in afresh at every call, which cost a 12-page bucket of 4.4 k keys each at 0.1b
-    about twice its step (docs/forced.md)."""
+    about twice its step (docs/forced_results.md)."""
     per_page = keys * key.shape[1] * key.shape[-1] * key.element_size()
     return max(1, GATHER_BYTES // per_page)
 
