@@ -57,7 +57,8 @@ def page_stats(page: Page, strategy: Strategy) -> dict:
                 "formula_share": len(per_kind["formula"]) / n if n else 0.0,
                 "table_token_share": sum(per_kind["table"]) / content if content else 0.0,
                 "formula_token_share": sum(per_kind["formula"]) / content if content else 0.0,
-                "branch_tokens": content + n * tok.count(CHILD)})
+                "branch_tokens": content + n * tok.count(CHILD), "content_tokens": content,
+                "content_per_layout": content / sum(layout) if layout else 0.0})
     row.update({f"tokens_{k}": v for k, v in per_kind.items()})
     return row
 
@@ -69,6 +70,7 @@ def quartiles(values) -> list[float] | None:
 
 
 PAGE_FIGURES = ("regions", "reduction", "sequential_depth", "fork_depth", "columns", "layout_tokens_per_region",
+                "content_per_layout",
                 "table_share", "formula_share", "table_token_share", "formula_token_share")
 
 
@@ -96,7 +98,7 @@ def stats_table(summaries: dict[str, dict], title: str):
         cells = []
         for s in summaries.values():
             q = s.get(k)
-            fmt = "{:.2f}" if any(w in k for w in ("share", "reduction")) else "{:.0f}"
+            fmt = "{:.2f}" if any(w in k for w in ("share", "reduction", "_per_")) else "{:.0f}"
             cells.append("-" if q is None else f"{fmt.format(q[1])} [{fmt.format(q[0])}-{fmt.format(q[2])}]")
         t.add_row(k, *cells)
     return t

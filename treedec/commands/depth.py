@@ -28,6 +28,15 @@ def model_pages(model_cfg) -> dict | None:
     return checkpoint_pages(path) if path.is_dir() else None
 
 
+def depth_tokenizer(path: str | None):
+    """treedec's character tokenizer, or the BPE at `path` with treedec's tokens added."""
+    if not path:
+        return vlm_tokenizer()
+    from treedec.models.bpe_tokenizer import bpe_tokenizer
+
+    return bpe_tokenizer(path)
+
+
 def depth_dataset(cfg, render: bool = False):
     """The data set `depth` measures: `cfg.data`, synthetic knobs left unset from the model's pages."""
     return open_dataset(cfg.data, render=render, model_pages=model_pages(cfg.get("model")))
@@ -60,7 +69,7 @@ def plot_depths(rows: list[dict], path) -> None:
 
 
 def main(cfg, out: RunOutput) -> dict:
-    strategy = build_strategy(cfg.strategy, vlm_tokenizer())
+    strategy = build_strategy(cfg.strategy, depth_tokenizer(cfg.get("tokenizer")))
     data = depth_dataset(cfg)
     rows = []
     for sample in tqdm(data, total=len(data), desc="depth", unit="page"):
@@ -81,7 +90,9 @@ def main(cfg, out: RunOutput) -> dict:
         "iqr_sequential_depth": [seq_q[0], seq_q[2]], "iqr_fork_depth": [fork_q[0], fork_q[2]],
         "iqr_reduction": [red_q[0], red_q[2]],
         "aggregate_reduction": 1 - sum(r["fork_depth"] for r in rows) / sum(r["sequential_depth"] for r in rows),
-        "tokenizer": "treedec char-level",
+        "mean_sequential_depth": float(np.mean([r["sequential_depth"] for r in rows])),
+        "mean_fork_depth": float(np.mean([r["fork_depth"] for r in rows])),
+        "tokenizer": str(cfg.tokenizer) if cfg.get("tokenizer") else "treedec char-level",
         "page_stats": summarize(rows),  # quartiles [q1, median, q3] of the figures that drive depth
     }
     if getattr(data, "config", None) is not None:
