@@ -20,6 +20,8 @@
 # With PROJECT_FROM="exp-forced-30m-v4" (kept in docs/figures/forced_v4) or a sweep's folder at the DEMO_ONLY step (.sweeps/: carry it too), the call
 # first projects those CPU sweeps' jobs at PROJECT_SIZES (default 0.5b 1.5b) with step costs timed on the
 # GPU ($OUT/project-NAME/break_even.json, .png; labelled PROJECTION), then measures PHASES.
+# With TOKENIZER=FILE (a .tiktoken or tokenizer.json) at the DEMO_ONLY step, the file goes to .tokenizer/ (carry
+# it too); TOKENIZER=.tokenizer/FILE on the device then runs every job under that BPE (model.tokenizer).
 # Before all that, PROFILE_PROBES (default "12:12:6000 4:4:8000 1:1:10000") profiles one engine step of the
 # first of SIZES ($OUT/profile_step.txt).
 # On CPU, to check the script: SKIP_WHEELS=1 PYTHON=/path/to/venv/python DEVICE=cpu SIZES=1m PAGES=2 \
@@ -44,7 +46,8 @@ for p in pages:  # drafts made before (the default cache): copied; the others dr
         shutil.copy(path, ".drafts/")
 print(f"{len(draft_pages(pages, '.drafts', progress=False))} pages' drafts in .drafts/")
 PYEOF
-  rm -rf .sweeps
+  rm -rf .sweeps .tokenizer
+  if [ -n "${TOKENIZER:-}" ]; then mkdir .tokenizer && cp "$TOKENIZER" .tokenizer/; fi
   # PROJECT_FROM: CPU sweeps whose counts the GPU projects: a sweep's folder (summary.json and config.yaml a
   # job), or SWEEP names kept in docs/figures/*/ as SWEEP_STRATEGY.json and SWEEP_STRATEGY.config.yaml
   for sweep in ${PROJECT_FROM:-}; do
@@ -63,7 +66,7 @@ PYEOF
       done
     fi
   done
-  du -sh .demo .drafts ${PROJECT_FROM:+.sweeps}
+  du -sh .demo .drafts ${PROJECT_FROM:+.sweeps} ${TOKENIZER:+.tokenizer}
   exit 0
 fi
 if [ -z "${SKIP_WHEELS:-}" ]; then
@@ -91,6 +94,10 @@ extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_d
 [ -n "${VISION_TOKENS:-}" ] && extra+=(model.vision_tokens="$VISION_TOKENS")
 [ -n "${LEVELS:-}" ] && extra+=(runtime.max_pages="$LEVELS")
 [ -n "${THREADS:-}" ] && extra+=(runtime.threads="$THREADS")
+if [ -n "${TOKENIZER:-}" ]; then
+  [ -f "$TOKENIZER" ] || { echo "TOKENIZER=$TOKENIZER: no such file (carry .tokenizer)" >&2; exit 2; }
+  extra+=(model.tokenizer="$(realpath "$TOKENIZER")")
+fi
 # PROFILE_PROBES (first; "" for none): one engine step of the first of SIZES timed and profiled on this device
 # (experiments/profile_step.py; PAGES:ROWS:KEYS each) into $OUT/profile_step.txt: where a step's time goes.
 PROFILE_PROBES=${PROFILE_PROBES-12:12:6000 4:4:8000 1:1:10000}
@@ -153,12 +160,12 @@ for size in $SIZES; do
 done
 (( ${#sweeps[@]} )) || { echo "no job finished" | tee -a "$LOG"; exit 1; }
 $PY experiments/forced_table.py "${sweeps[@]}" --out "$OUT" 2>&1 | tee -a "$LOG"
-$PY - "$OUT/forced_table.json" "$DTYPE" "$DEVICE" <<'PYEOF'
+$PY - "$OUT/forced_table.json" "$DTYPE" "$DEVICE" "${TOKENIZER:-treedec char-level}" <<'PYEOF'
 import json, sys
-path, dtype, device = sys.argv[1:]
+path, dtype, device, tokenizer = sys.argv[1:]
 data = json.load(open(path))
-data.update({"dtype": dtype, "device": device, "engine": "embedded", "drafts": "precomputed: the pipeline OCR's, "
-             "made before the call (hsd and padoc_hsd pages/s leave drafting out)"})
+data.update({"dtype": dtype, "device": device, "engine": "embedded", "tokenizer": tokenizer,
+             "drafts": "precomputed: the pipeline OCR's, made before the call (hsd and padoc_hsd pages/s leave drafting out)"})
 json.dump(data, open(path, "w"), indent=1)
 PYEOF
 ls -l "$OUT"

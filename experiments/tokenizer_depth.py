@@ -25,7 +25,7 @@ import numpy as np
 
 from treedec.data import open_dataset
 from treedec.depth import page_stats
-from treedec.models.bpe_tokenizer import bpe_tokenizer
+from treedec.models.bpe_tokenizer import ROW_TAGS, bpe_tokenizer
 from treedec.models.forced import wide_charset
 from treedec.models.vlm import vlm_tokenizer
 from treedec.strategies.base import STRATEGIES
@@ -33,7 +33,6 @@ from treedec.strategies.base import STRATEGIES
 ROOT = Path(__file__).resolve().parents[1]
 DASHSCOPE, MEMBER = "dashscope==2.0.2", "dashscope/resources/qwen.tiktoken"
 SHA256 = "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186"
-ROW_TAGS = ("<tr>", "</tr>")  # table_rows forks at them: a fine-tune for it adds them as tokens
 
 
 def qwen_tiktoken(cache: Path) -> Path:

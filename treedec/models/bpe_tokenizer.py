@@ -17,6 +17,7 @@ from treedec.errors import UserError
 from treedec.models.qwen3_vl import REQUIRED_TOKENS, CheckpointTokenizer
 from treedec.tokenizer import IMAGE
 
+ROW_TAGS = ("<tr>", "</tr>")  # table_rows forks at them: a fine-tune for it adds them as tokens
 QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 

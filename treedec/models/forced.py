@@ -28,12 +28,17 @@ strategy can be measured on real pages at real model sizes without a model that 
   The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
   of every time (a page of 3.6 k image tokens costs Qwen3-VL-2B's 24-layer ViT about
   2 x 0.4 G params x 14.6 k patches = 12 TFLOPs more; not measured here).
-- The tokenizer is treedec's character tokenizer (one token per character), its charset widened
-  to the scripts of real pages (`wide_charset`: Latin, Greek, Cyrillic, symbols, CJK; ~25 k
-  tokens, whose LM head counts in the cost as Qwen's 151 k-token head does). Content runs 2-4x
-  more tokens than under Qwen's BPE (about 1 token per CJK character either way, 3-4 Latin
-  characters per BPE token) while layout tokens (`<BLOCK>`, categories, box digits) run about
-  the same, so the share of content, which branches decode in parallel, is larger here.
+- The tokenizer (`model.tokenizer`): by default treedec's character tokenizer (one token per
+  character), its charset widened to the scripts of real pages (`wide_charset`: Latin, Greek,
+  Cyrillic, symbols, CJK; ~25 k tokens). Content runs 2-4x more tokens than under Qwen's BPE
+  (about 1 token per CJK character either way, 3-4 Latin characters per BPE token) while layout
+  tokens (`<BLOCK>`, categories, box digits) run about the same, so the share of content, which
+  branches decode in parallel, is larger here (docs/forced_results.md measures it). Or a real
+  VLM's BPE (`model.tokenizer=PATH`: a tokenizer.json, a checkpoint directory or a .tiktoken
+  file, `treedec.models.bpe_tokenizer`) with treedec's tokens, the prompt modes and table_rows'
+  row tags added, as a checkpoint fine-tuned on treedec's format has them: the targets are that
+  tokenizer's ids and the LM head has its vocabulary (Qwen's: 151 k tokens), so both the steps
+  and the cost per row are a BPE reader's.
 - `mtp` / `hpd` are refused: no MTP head is trained for such a model.
 """
 from __future__ import annotations
@@ -64,6 +69,16 @@ def wide_charset() -> str:
 
     extra = (chr(c) for a, b in WIDE for c in range(a, b + 1))
     return DEFAULT_CHARSET + "\t" + "".join(c for c in extra if unicodedata.category(c)[0] not in "CZ" or c == "\u3000")
+
+
+def forced_tokenizer(path: str | None):
+    """The character tokenizer of `wide_charset`, or the BPE at `path` with treedec's tokens, the
+    prompt modes and table_rows' row tags added (see the module's doc)."""
+    if path is None:
+        return vlm_tokenizer(wide_charset())
+    from treedec.models.bpe_tokenizer import ROW_TAGS, bpe_tokenizer
+
+    return bpe_tokenizer(path, extra=(*MODES.values(), *ROW_TAGS))
 
 
 @dataclass(frozen=True)
@@ -134,7 +149,7 @@ class ForcedModel:
     pages: dict | None = None
 
     def __init__(self, size: str, vision_tokens: int | None = None, seed: int = 0, dtype: str = "float32",
-                 device: str | None = None):
+                 device: str | None = None, tokenizer: str | None = None):
         from transformers import Qwen3Config, Qwen3ForCausalLM
 
         if size not in SIZES:
@@ -144,7 +159,7 @@ class ForcedModel:
         if dtype not in ("float32", "bfloat16", "float16"):
             raise UserError(f"model.dtype must be float32, bfloat16 or float16, got {dtype!r}")
         self.size, self.shape, self.fixed_vision = size, SIZES[size], vision_tokens
-        self.tokenizer = vlm_tokenizer(wide_charset())
+        self.tokenizer = forced_tokenizer(tokenizer)
         s = self.shape
         vocab = len(self.tokenizer) + (-len(self.tokenizer)) % 64
         cfg = Qwen3Config(vocab_size=vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
