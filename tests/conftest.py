@@ -1,4 +1,5 @@
 import atexit
+import base64
 import importlib.util
 import os
 import shutil
@@ -46,6 +47,27 @@ def load_script(path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def write_tiktoken(path: Path, merges=()) -> Path:
+    """A tiktoken rank file at `path`: the 256 bytes, then `merges` (each a pair of lower-ranked tokens)."""
+    tokens = [bytes([b]) for b in range(256)] + list(merges)
+    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(tokens)))
+    return path
+
+
+def run_forced(vlm, name: str, samples, **options):
+    """`name` on `samples` with a forced model on the embedded engine, limits raised for the demo pages;
+    HSD's drafts from the ground truth (the pipeline OCR reads a demo page in about a minute here)."""
+    from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
+    from treedec.stages import run_strategy
+    from treedec.strategies.base import build_strategy
+
+    if name in ("hsd", "padoc_hsd"):
+        options = {"drafts": "oracle", **options}
+    rt = EmbeddedRuntime(EmbeddedConfig(max_pages=len(samples), max_new_tokens=12000, max_branches=4096))
+    return run_strategy(rt, vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples, progress=False,
+                        warmup=False, cold_drafts=False)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,5 @@
 """A real VLM's BPE under treedec's tokenizer API (`treedec.models.bpe_tokenizer`), as `depth`
 and experiments/tokenizer_depth.py use it: built here from tiny tiktoken rank files."""
-import base64
 import json
 import string
 import subprocess
@@ -8,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import DEMO, ROOT
+from conftest import DEMO, ROOT, write_tiktoken
 from treedec.depth import page_depth
 from treedec.errors import UserError
 from treedec.models.bpe_tokenizer import bpe_tokenizer
@@ -19,14 +18,8 @@ from treedec.strategies.base import STRATEGIES
 MERGES = (b"he", b"the", b" the")  # each a pair of lower-ranked tokens: t+he, " "+the
 
 
-def _tiktoken(path, merges=()):
-    tokens = [bytes([b]) for b in range(256)] + list(merges)
-    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(tokens)))
-    return path
-
-
 def test_control_tokens_stay_single_merges_apply_and_text_round_trips(tmp_path, synth_pages):
-    tok = bpe_tokenizer(_tiktoken(tmp_path / "t.tiktoken", MERGES))
+    tok = bpe_tokenizer(write_tiktoken(tmp_path / "t.tiktoken", MERGES))
     for t in (BLOCK, FORK, CHILD, EOS, *CATEGORY_TOKENS):
         assert len(tok.encode(t)) == 1, t
     assert tok.count("the") == 1 and tok.count("on the") == 3 and tok.count("thethe") == 2
@@ -41,8 +34,8 @@ def test_without_merges_depths_equal_the_character_tokenizer_s(tmp_path, synth_p
     """One byte a token: on ASCII pages without tables (treedec's own tokenizer has HTML table tags as
     one token each) every depth equals the character tokenizer's exactly (control tokens, box digits
     and content counted alike), for sequential and the forked targets; merges only shorten them."""
-    plain = bpe_tokenizer(_tiktoken(tmp_path / "bytes.tiktoken"))
-    merged = bpe_tokenizer(_tiktoken(tmp_path / "merged.tiktoken", MERGES))
+    plain = bpe_tokenizer(write_tiktoken(tmp_path / "bytes.tiktoken"))
+    merged = bpe_tokenizer(write_tiktoken(tmp_path / "merged.tiktoken", MERGES))
     char = vlm_tokenizer()
     pages = [p for p in synth_pages if page_to_flat(p).isascii() and "<table>" not in page_to_flat(p)]
     assert len(pages) >= 20
@@ -58,7 +51,7 @@ def test_without_merges_depths_equal_the_character_tokenizer_s(tmp_path, synth_p
 
 
 def test_table_rows_needs_its_tags_added(tmp_path, synth_pages):
-    path = _tiktoken(tmp_path / "t.tiktoken")
+    path = write_tiktoken(tmp_path / "t.tiktoken")
     page = next(p for p in synth_pages if "<tr>" in page_to_flat(p) and page_to_flat(p).isascii())
     with pytest.raises(UserError, match="no token '<tr>'"):
         page_depth(page, STRATEGIES.get("table_rows")(bpe_tokenizer(path)))
@@ -78,7 +71,7 @@ def test_bad_rank_files_are_user_errors(tmp_path, text, says):
 
 def test_depth_command_takes_a_tokenizer(tmp_path):
     letters = string.ascii_letters.encode()
-    path = _tiktoken(tmp_path / "t.tiktoken", [bytes([a, b]) for a in letters for b in letters])
+    path = write_tiktoken(tmp_path / "t.tiktoken", [bytes([a, b]) for a in letters for b in letters])
     runs = {}
     for name, extra in (("char", []), ("bpe", [f"tokenizer={path}"])):
         r = subprocess.run([sys.executable, "-m", "treedec", "depth", "data.pages=6", f"out={tmp_path / name}", *extra],
@@ -99,7 +92,7 @@ def test_tokenizer_depth_script_on_the_demo_pages(tmp_path):
     tokenizer's on every real page (specials single, boxes ASCII), content no fewer (CJK costs 3 bytes)."""
     if not DEMO.is_dir():
         pytest.skip("../shared/omnidocbench_demo is absent")
-    path = _tiktoken(tmp_path / "bytes.tiktoken")
+    path = write_tiktoken(tmp_path / "bytes.tiktoken")
     r = subprocess.run([sys.executable, "experiments/tokenizer_depth.py", "--data", str(DEMO), "--bpe", str(path),
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

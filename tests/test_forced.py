@@ -13,12 +13,11 @@ from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages
 from treedec.models.forced import SIZES, ForcedModel, decoder_params
 from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
-from treedec.stages import run_strategy
 from treedec.serialize import page_to_flat, parse_flat
 from treedec.strategies.base import build_strategy
 from treedec.strategies.padoc import tree_target
 
-from conftest import DEMO
+from conftest import DEMO, run_forced as run
 
 # every strategy but mtp/hpd (refused: no trained head); HSD's drafts from the ground truth (fast: the pipeline OCR
 # reads a demo page in about a minute here; with its drafts the pages are the same, acceptance being exact)
@@ -29,14 +28,6 @@ SYNTH = {"name": "synth", "pages": 3, "seed": 0, "page": {"width": 256, "height"
 @pytest.fixture(scope="module")
 def forced():
     return ForcedModel("1m", vision_tokens=16)
-
-
-def run(vlm, name: str, samples, **options):
-    if name in ("hsd", "padoc_hsd"):
-        options = {"drafts": "oracle", **options}
-    rt = EmbeddedRuntime(EmbeddedConfig(max_pages=len(samples), max_new_tokens=12000, max_branches=4096))
-    return run_strategy(rt, vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples, progress=False,
-                        warmup=False, cold_drafts=False)
 
 
 def test_sizes_are_their_names():

@@ -2,24 +2,20 @@
 that tokenizer's ids, its LM head has that vocabulary, and every strategy still returns the ground
 truth exactly, on synthetic pages and on real demo pages (bytes beyond ASCII: Chinese, symbols).
 The BPE is built here from a tiny tiktoken rank file (bytes and letter pairs)."""
-import base64
 import string
 import subprocess
 import sys
 
 import pytest
 
-from conftest import DEMO, ROOT
+from conftest import DEMO, ROOT, run_forced as run, write_tiktoken
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.bpe_tokenizer import ROW_TAGS
 from treedec.models.forced import ForcedModel
 from treedec.models.qwen3_vl import REQUIRED_TOKENS
 from treedec.models.vlm import MODES
-from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
 from treedec.serialize import page_to_flat
-from treedec.stages import run_strategy
-from treedec.strategies.base import build_strategy
 from treedec.tokenizer import IMAGE
 
 STRATEGIES = ("sequential", "padoc", "table_rows", "crops", "padoc_hsd")
@@ -29,22 +25,12 @@ LETTERS = string.ascii_letters.encode()
 
 @pytest.fixture(scope="module")
 def rank_file(tmp_path_factory):
-    tokens = [bytes([b]) for b in range(256)] + [bytes([a, b]) for a in LETTERS for b in LETTERS]
-    path = tmp_path_factory.mktemp("bpe") / "pairs.tiktoken"
-    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for r, t in enumerate(tokens)))
-    return path
+    return write_tiktoken(tmp_path_factory.mktemp("bpe") / "pairs.tiktoken", [bytes([a, b]) for a in LETTERS for b in LETTERS])
 
 
 @pytest.fixture(scope="module")
 def models(rank_file):
     return {"char": ForcedModel("1m", vision_tokens=16), "bpe": ForcedModel("1m", vision_tokens=16, tokenizer=str(rank_file))}
-
-
-def run(vlm, name: str, samples):
-    options = {"drafts": "oracle"} if name == "padoc_hsd" else {}
-    rt = EmbeddedRuntime(EmbeddedConfig(max_pages=len(samples), max_new_tokens=12000, max_branches=4096))
-    return run_strategy(rt, vlm, build_strategy({"name": name, **options}, vlm.tokenizer), samples, progress=False,
-                        warmup=False, cold_drafts=False)
 
 
 def test_the_lm_head_has_the_bpe_s_vocabulary(models):

@@ -33,7 +33,7 @@ strategy can be measured on real pages at real model sizes without a model that 
   Cyrillic, symbols, CJK; ~25 k tokens). Content runs 2-4x more tokens than under Qwen's BPE
   (about 1 token per CJK character either way, 3-4 Latin characters per BPE token) while layout
   tokens (`<BLOCK>`, categories, box digits) run about the same, so the share of content, which
-  branches decode in parallel, is larger here (docs/forced_results.md measures it). Or a real
+  branches decode in parallel, is larger here (docs/forced_tokenizer.md measures it). Or a real
   VLM's BPE (`model.tokenizer=PATH`: a tokenizer.json, a checkpoint directory or a .tiktoken
   file, `treedec.models.bpe_tokenizer`) with treedec's tokens, the prompt modes and table_rows'
   row tags added, as a checkpoint fine-tuned on treedec's format has them: the targets are that
