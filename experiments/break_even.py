@@ -247,6 +247,8 @@ def main() -> None:
                                       for s in sizes}}
                   if vit else {}),
                "break_even_params": crossing([(params(s), ratio[s]) for s in sizes])}
+        if vit:
+            row["break_even_params_with_vit"] = crossing([(params(s), row["ratio_with_vit"][s]) for s in sizes])
         if measured_at:
             row.update(measured_pages_per_s=j["pages_per_s"], measured_ratio=j["pages_per_s"] / base["pages_per_s"],
                        check_error=rate[measured_at] / j["pages_per_s"] - 1)
@@ -262,14 +264,15 @@ def main() -> None:
     plot(rows, sizes, measured_at, a.out / "break_even.png")
     print(f"{'strategy':<12} {'@':>3} " + " ".join(f"{s:>7}" for s in sizes) +
           f" {'measured':>9} {'check':>7} {'break-even':>11}" + ("  with ViT: " + " ".join(f"{s:>7}" for s in sizes)
-                                                                  if vit else ""))
+                                                                  + f" {'break-even':>11}" if vit else ""))
     for r in sorted(rows, key=lambda r: (r["in_flight"] or 0, r["strategy"])):
-        be = r["break_even_params"]
+        be, be_vit = r["break_even_params"], r.get("break_even_params_with_vit")
         print(f"{r['strategy']:<12} {r['in_flight']!s:>3} " + " ".join(f"{r['ratio'][s]:>7.2f}" for s in sizes) +
               (f" {r['measured_ratio']:>9.2f} {r['check_error']:>+7.1%} " if "measured_ratio" in r
                else f" {'-':>9} {'-':>7} ") +
               f"{'-' if be is None else f'{be / 1e6:.0f} M':>11}" +
-              ("            " + " ".join(f"{r['ratio_with_vit'][s]:>7.2f}" for s in sizes) if vit else ""))
+              ("            " + " ".join(f"{r['ratio_with_vit'][s]:>7.2f}" for s in sizes)
+               + f" {'-' if be_vit is None else f'{be_vit / 1e6:.0f} M':>11}" if vit else ""))
     print(f"wrote {a.out}/break_even.json, break_even.png (ratios: pages/s x {a.baseline}, PROJECTED; "
           + (f"measured and check at {measured_at})" if measured_at else "no check: probes on another device or dtype)"))
 

@@ -21,7 +21,8 @@
 # first projects those CPU sweeps' jobs at PROJECT_SIZES (default 0.5b 1.5b) with step costs timed on the
 # GPU ($OUT/project-NAME/break_even.json, .png; labelled PROJECTION), then measures PHASES.
 # With TOKENIZER=FILE (a .tiktoken or tokenizer.json) at the DEMO_ONLY step, the file goes to .tokenizer/ (carry
-# it too); TOKENIZER=.tokenizer/FILE on the device then runs every job under that BPE (model.tokenizer).
+# it too); TOKENIZER=.tokenizer/FILE on the device then runs every job under that BPE (model.tokenizer), the
+# profiled step too.
 # Before all that, PROFILE_PROBES (default "12:12:6000 4:4:8000 1:1:10000") profiles one engine step of the
 # first of SIZES ($OUT/profile_step.txt).
 # On CPU, to check the script: SKIP_WHEELS=1 PYTHON=/path/to/venv/python DEVICE=cpu SIZES=1m PAGES=2 \
@@ -89,6 +90,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --f
 $PY -c "import torch, transformers, hydra, omegaconf, Levenshtein, apted, treedec.cli
 print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)" \
   2>&1 | tee -a "$LOG"
+profile_tok=()
 extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_drafts=false)
 [ -n "${PAGES:-}" ] && extra+=(data.limit="$PAGES")
 [ -n "${VISION_TOKENS:-}" ] && extra+=(model.vision_tokens="$VISION_TOKENS")
@@ -97,6 +99,7 @@ extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_d
 if [ -n "${TOKENIZER:-}" ]; then
   [ -f "$TOKENIZER" ] || { echo "TOKENIZER=$TOKENIZER: no such file (carry .tokenizer)" >&2; exit 2; }
   extra+=(model.tokenizer="$(realpath "$TOKENIZER")")
+  profile_tok=(--tokenizer "$(realpath "$TOKENIZER")")
 fi
 # PROFILE_PROBES (first; "" for none): one engine step of the first of SIZES timed and profiled on this device
 # (experiments/profile_step.py; PAGES:ROWS:KEYS each) into $OUT/profile_step.txt: where a step's time goes.
@@ -105,7 +108,7 @@ if [ -n "$PROFILE_PROBES" ]; then
   probes=(); for pr in $PROFILE_PROBES; do probes+=(--probe "$pr"); done
   read -r first_size _ <<< "$SIZES"
   timeout --signal=TERM --kill-after=5 "${PROFILE_S:-120}" $PY experiments/profile_step.py --size "$first_size" \
-    --device "$DEVICE" --dtype "$DTYPE" "${probes[@]}" --out "$OUT/profile_step.txt" >> "$LOG" 2>&1 \
+    --device "$DEVICE" --dtype "$DTYPE" "${probes[@]}" "${profile_tok[@]}" --out "$OUT/profile_step.txt" >> "$LOG" 2>&1 \
     || echo "profile_step: failed or cut off (its log: $LOG)" | tee -a "$LOG"
 fi
 # PROJECT (then, when .sweeps/ came along): every carried CPU sweep's jobs projected at PROJECT_SIZES

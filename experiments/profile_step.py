@@ -6,11 +6,14 @@ call"): if the device's own time (Self CUDA total) is far below the step's wall 
 waits on the host (launches, syncs); if not, a kernel is the cost, named in the table.
 
     python experiments/profile_step.py --size 0.5b --device cuda --dtype bfloat16 \
-        --probe 12:12:6000 --probe 1:1:10000 [--steps 5] [--out runs/profile_step.txt]
+        --probe 12:12:6000 --probe 1:1:10000 [--steps 5] [--tokenizer FILE] [--out runs/profile_step.txt]
 
 A probe is PAGES:ROWS:KEYS (KEYS: slots a page). Prints, per probe and attention layout, the
 step's median seconds (wall on a GPU, CPU seconds on a CPU) and the profiler's top operators
-by self device time (on a CPU: self CPU time); `--out` keeps the same text.
+by self device time (on a CPU: self CPU time); `--out` keeps the same text. `--tokenizer`: the
+forced model under a real VLM's BPE (`model.tokenizer`, docs/forced_tokenizer.md): its LM head has
+that tokenizer's rows (Qwen's 151,676 against the character tokenizer's 25,391), which every row
+of a step goes through.
 """
 from __future__ import annotations
 
@@ -49,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--probe", action="append", default=None, help="PAGES:ROWS:KEYS (repeatable; default 12:12:6000)")
     ap.add_argument("--steps", type=int, default=5, help="steps under the profiler a probe")
     ap.add_argument("--threads", type=int, default=None, help="torch's CPU threads (default: torch's)")
+    ap.add_argument("--tokenizer", default=None, help="a BPE (tokenizer.json, checkpoint dir or .tiktoken; "
+                    "default: the forced model's character tokenizer)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     probes = []
@@ -68,13 +73,13 @@ def main(argv: list[str] | None = None) -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     try:
-        vlm = ForcedModel(a.size, dtype=a.dtype, device=a.device)
+        vlm = ForcedModel(a.size, dtype=a.dtype, device=a.device, tokenizer=a.tokenizer)
     except UserError as e:
         sys.exit(f"profile_step.py: {e}")
     adapter = vlm.adapter()
     device = next(adapter.model.parameters()).device
     lines = [f"forced {a.size} in {a.dtype} on {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}), "
-             f"torch {torch.__version__}"]
+             f"torch {torch.__version__}, tokenizer {a.tokenizer or 'character'} ({len(vlm.tokenizer)} tokens)"]
     print(lines[0], flush=True)
     for pages, rows, keys in probes:
         for blocked in ([True, False] if pages > 1 else [False]):

@@ -5,7 +5,7 @@ import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from conftest import ROOT, load_script
+from conftest import ROOT, load_script, write_tiktoken
 from treedec.cli import validate
 from treedec.conf import register_schemas
 
@@ -99,6 +99,23 @@ def test_profile_step_times_and_profiles_an_engine_step_or_refuses_a_bad_probe(t
         assert "--probe" in str(e.value)
 
 
+def test_profile_step_under_a_bpe_has_its_vocabulary_or_refuses_a_missing_file(tmp_path):
+    """profile_step.py --tokenizer: the forced model under that BPE (its LM head has the BPE's rows, which every
+    row of the step goes through), named in the profile's first line; a missing file is one line."""
+    prof = load_script("experiments/profile_step.py")
+    bpe = write_tiktoken(tmp_path / "b.tiktoken", [b"ab", b"cd"])
+    out = tmp_path / "p.txt"
+    prof.main(["--size", "1m", "--device", "cpu", "--dtype", "float32", "--probe", "1:1:30", "--steps", "1",
+               "--threads", "1", "--tokenizer", str(bpe), "--out", str(out)])
+    first = out.read_text().splitlines()[0]
+    from treedec.models.forced import ForcedModel
+    tokens = len(ForcedModel("1m", tokenizer=str(bpe)).tokenizer)
+    assert f"tokenizer {bpe} ({tokens} tokens)" in first and tokens != len(ForcedModel("1m").tokenizer)
+    with pytest.raises(SystemExit) as e:
+        prof.main(["--size", "1m", "--device", "cpu", "--tokenizer", str(tmp_path / "none.tiktoken")])
+    assert "profile_step.py:" in str(e.value) and "none.tiktoken" in str(e.value)
+
+
 def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_path):
     """experiments/forced_table.py on a tiny forced sweep (sequential and padoc at one level): one row a
     job, ratios to sequential, the level read where it was not swept, and each job's wall time split into
@@ -129,3 +146,14 @@ def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_pat
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(json.loads((tmp_path / "t" / "forced_table.json").read_text())["rows"]) == 2
     assert (tmp_path / "t" / "forced_table.png").stat().st_size > 0
+
+
+def test_break_even_crossing_is_where_a_ratio_crosses_one_between_sizes():
+    """break_even.py's break-even (with and without the vision encoder): the size where a projected ratio to
+    sequential crosses 1, log-interpolated between the two sizes around it; none where it never crosses."""
+    be = load_script("experiments/break_even.py")
+    at = be.crossing([(1e8, 0.9), (1e9, 1.1)])  # halfway in log: sqrt(1e8 x 1e9)
+    assert at == pytest.approx(10 ** 8.5)
+    assert be.crossing([(1e8, 1.2), (1e9, 0.8)]) == pytest.approx(10 ** 8.5)
+    assert be.crossing([(1e8, 0.5), (2e8, 0.7), (4e8, 1.3)]) == pytest.approx(2e8 * 2 ** 0.5)
+    assert be.crossing([(1e8, 1.4), (1e9, 2.5)]) is None and be.crossing([(1e8, 0.9)]) is None
