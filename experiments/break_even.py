@@ -45,7 +45,9 @@ PROJECT step) the forwards and the ViT are timed there (wall seconds on a GPU) w
 own seconds and the rest stay those the sweep measured on its machine: labelled so in the JSON.
 
 Writes break_even.json and break_even.png (pages/s ratio to sequential against size, a line per
-strategy and level; measured ratios marked) and prints the table. Memory: the model of the
+strategy and level; measured ratios marked) and prints the table, with each row's break-even: the
+size where its ratio crosses 1, log-interpolated between the two sizes around it (`break_even_params`;
+with the ViT, `break_even_params_with_vit`), none where it does not cross. Memory: the model of the
 largest size plus one bucket's arena (0.5b and 1.5b: 28 layers x 8 KV heads x 128 x 2 x 4 bytes
 = 229 kB a key in fp32).
 """
