@@ -162,6 +162,16 @@ def params(size: str) -> float:
     return SIZES[size].params
 
 
+def break_even(ratio: dict[str, float], sizes: list[str]) -> float | None:
+    """The size (parameters) where `ratio` (size -> ratio to the baseline) crosses 1 (`crossing`)."""
+    return crossing([(params(s), ratio[s]) for s in sizes])
+
+
+def millions(n: float | None) -> str:
+    """A break-even for the table: '-' where there is none."""
+    return "-" if n is None else f"{n / 1e6:.0f} M"
+
+
 def crossing(points: list[tuple[float, float]]) -> float | None:
     """The size (parameters) where a ratio crosses 1 between two projected sizes, log-interpolated; None if never."""
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
@@ -248,9 +258,9 @@ def main() -> None:
                    "ratio_with_vit": {s: projected(j, costs[s][j["job"]], vit) / projected(base, costs[s][base["job"]], vit)
                                       for s in sizes}}
                   if vit else {}),
-               "break_even_params": crossing([(params(s), ratio[s]) for s in sizes])}
+               "break_even_params": break_even(ratio, sizes)}
         if vit:
-            row["break_even_params_with_vit"] = crossing([(params(s), row["ratio_with_vit"][s]) for s in sizes])
+            row["break_even_params_with_vit"] = break_even(row["ratio_with_vit"], sizes)
         if measured_at:
             row.update(measured_pages_per_s=j["pages_per_s"], measured_ratio=j["pages_per_s"] / base["pages_per_s"],
                        check_error=rate[measured_at] / j["pages_per_s"] - 1)
@@ -268,13 +278,12 @@ def main() -> None:
           f" {'measured':>9} {'check':>7} {'break-even':>11}" + ("  with ViT: " + " ".join(f"{s:>7}" for s in sizes)
                                                                   + f" {'break-even':>11}" if vit else ""))
     for r in sorted(rows, key=lambda r: (r["in_flight"] or 0, r["strategy"])):
-        be, be_vit = r["break_even_params"], r.get("break_even_params_with_vit")
         print(f"{r['strategy']:<12} {r['in_flight']!s:>3} " + " ".join(f"{r['ratio'][s]:>7.2f}" for s in sizes) +
               (f" {r['measured_ratio']:>9.2f} {r['check_error']:>+7.1%} " if "measured_ratio" in r
                else f" {'-':>9} {'-':>7} ") +
-              f"{'-' if be is None else f'{be / 1e6:.0f} M':>11}" +
+              f"{millions(r['break_even_params']):>11}" +
               ("            " + " ".join(f"{r['ratio_with_vit'][s]:>7.2f}" for s in sizes)
-               + f" {'-' if be_vit is None else f'{be_vit / 1e6:.0f} M':>11}" if vit else ""))
+               + f" {millions(r.get('break_even_params_with_vit')):>11}" if vit else ""))
     print(f"wrote {a.out}/break_even.json, break_even.png (ratios: pages/s x {a.baseline}, PROJECTED; "
           + (f"measured and check at {measured_at})" if measured_at else "no check: probes on another device or dtype)"))
 

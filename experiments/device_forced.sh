@@ -98,8 +98,9 @@ extra=(model.dtype="$DTYPE" model.device="$DEVICE" data.root="$PWD/.demo" cold_d
 [ -n "${THREADS:-}" ] && extra+=(runtime.threads="$THREADS")
 if [ -n "${TOKENIZER:-}" ]; then
   [ -f "$TOKENIZER" ] || { echo "TOKENIZER=$TOKENIZER: no such file (carry .tokenizer)" >&2; exit 2; }
-  extra+=(model.tokenizer="$(realpath "$TOKENIZER")")
-  profile_tok=(--tokenizer "$(realpath "$TOKENIZER")")
+  tok_path="$(realpath "$TOKENIZER")"
+  extra+=(model.tokenizer="$tok_path")
+  profile_tok=(--tokenizer "$tok_path")
 fi
 # PROFILE_PROBES (first; "" for none): one engine step of the first of SIZES timed and profiled on this device
 # (experiments/profile_step.py; PAGES:ROWS:KEYS each) into $OUT/profile_step.txt: where a step's time goes.

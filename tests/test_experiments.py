@@ -108,9 +108,9 @@ def test_profile_step_under_a_bpe_has_its_vocabulary_or_refuses_a_missing_file(t
     prof.main(["--size", "1m", "--device", "cpu", "--dtype", "float32", "--probe", "1:1:30", "--steps", "1",
                "--threads", "1", "--tokenizer", str(bpe), "--out", str(out)])
     first = out.read_text().splitlines()[0]
-    from treedec.models.forced import ForcedModel
-    tokens = len(ForcedModel("1m", tokenizer=str(bpe)).tokenizer)
-    assert f"tokenizer {bpe} ({tokens} tokens)" in first and tokens != len(ForcedModel("1m").tokenizer)
+    from treedec.models.forced import forced_tokenizer
+    tokens = len(forced_tokenizer(str(bpe)))
+    assert f"tokenizer {bpe} ({tokens} tokens)" in first and tokens != len(forced_tokenizer(None))
     with pytest.raises(SystemExit) as e:
         prof.main(["--size", "1m", "--device", "cpu", "--tokenizer", str(tmp_path / "none.tiktoken")])
     assert "profile_step.py:" in str(e.value) and "none.tiktoken" in str(e.value)
