@@ -157,3 +157,37 @@ def test_break_even_crossing_is_where_a_ratio_crosses_one_between_sizes():
     assert be.crossing([(1e8, 1.2), (1e9, 0.8)]) == pytest.approx(10 ** 8.5)
     assert be.crossing([(1e8, 0.5), (2e8, 0.7), (4e8, 1.3)]) == pytest.approx(2e8 * 2 ** 0.5)
     assert be.crossing([(1e8, 1.4), (1e9, 2.5)]) is None and be.crossing([(1e8, 0.9)]) is None
+
+
+def test_profile_shares_splits_a_profile_into_attention_gather_and_matmuls(tmp_path):
+    """experiments/profile_shares.py: a cProfile of page-blocked attention and a linear layer, split into its
+    parts; the gather is index_select under `_gather` only (the query rows' index_select is 'other'), the
+    parts sum to the profile's total; a file that is not a profile is one line."""
+    import cProfile
+
+    import torch
+
+    from treedec.models.page_attention import PageBatch, blocked_attention
+
+    shares_script = load_script("experiments/profile_shares.py")
+    q, kv = torch.randn(1, 4, 3, 8), torch.randn(40, 2, 8).transpose(0, 1)[None]  # token-major, like the arena
+    groups = [(torch.tensor([0, 1]), torch.arange(0, 20), torch.zeros(2, 20)),
+              (torch.tensor([2]), torch.arange(20, 40), torch.zeros(1, 20))]
+    pages, w = PageBatch.build(groups, ratio=0.0), torch.randn(64, 8)
+    out = tmp_path / "run.prof"
+    with cProfile.Profile() as prof:
+        for _ in range(20):
+            blocked_attention(q, kv, kv, pages, scale=0.3)
+            torch.nn.functional.linear(q, w)
+    prof.dump_stats(out)
+    s = shares_script.shares(out)
+    assert min(s["attention kernel"], s["KV gather"], s["weights' matmuls"], s["other"]) > 0
+    assert sum(s[p] for p in shares_script.PARTS) == pytest.approx(s["total"])
+    assert s[shares_script.CALIBRATION] == 0
+    table = shares_script.table([out])
+    assert table.splitlines()[0] == "| part | run |" and "| KV gather | " in table
+    bad = tmp_path / "bad.prof"
+    bad.write_text("not a profile")
+    with pytest.raises(SystemExit) as e:
+        shares_script.main([str(bad)])
+    assert "profile_shares.py: not a cProfile output" in str(e.value)
