@@ -91,3 +91,25 @@ def test_a_checkpoint_names_its_prompt_per_mode(checkpoint, tmp_path):
         with pytest.raises(UserError, match=says) as e:
             load_vlm(model_cfg(d))
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("extra", [[], ["cost_model=true"]])
+def test_padoc_hsd_runs_on_a_qwen3_vl_checkpoint_from_the_command_line(checkpoint, tmp_path, extra):
+    """`run model.path=DIR strategy=padoc_hsd` with the default config (no cost model) and with
+    cost_model=true: the cost model's step probes step dense on a model without page-blocked
+    attention, as the engine does (before: a TypeError from Qwen3VLAdapter.step(pages=...))."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "treedec", "run", f"model.path={checkpoint}", "strategy=padoc_hsd",
+                        "data=synth", "data.pages=2", "runtime.max_new_tokens=24",
+                        f"out={out}", *extra], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["pages"] == 2
+    assert ("projected_pages_per_s" in summary) == bool(extra)
+    if extra:
+        assert summary["projected_pages_per_s"] > 0

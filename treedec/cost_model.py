@@ -191,6 +191,7 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
     pos = torch.cat([torch.arange(keys, keys + r) for r in per])
     keep = torch.arange(n)
     blocked = (pages > 1 and pages > dense_waste) if blocked is None else (blocked and pages > 1)
+    blocked = blocked and adapter.supports_blocks  # a model without page-blocked attention steps dense, as the engine does
     batch = page_batch(spans, slots, base) if blocked else None
     mask = None if blocked else dense_mask(spans, base, n)
 
@@ -222,6 +223,7 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
         # keys_: attention elements a row; a dense step's span the arena (every page), a blocked step's its page
         P = max(1, min(pages, round(pages_), round(rows_)))
         blocked = (P > dense_waste if blocked is None else blocked) and P > 1  # one page: the dense mask is its block
+        blocked = blocked and adapter.supports_blocks  # the engine's rule: such a model's steps are all dense
         r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if blocked else P)))
 
         def make(P=P, r=r, k=k, blocked=blocked):

@@ -119,7 +119,7 @@ def _run(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
     res = _decode(strategy, vlm, samples, cfg, level, progress, on_record)
     res = res if on_record and res.phases.get("write") else charge_write(res)
-    if res.passes is not None and cfg.get("cost_model", True):  # projected_pages_per_s (treedec.cost_model)
+    if res.passes is not None and cfg.get("cost_model", False):  # projected_pages_per_s (treedec.cost_model)
         costs = calibrate(vlm, strategy.mode, samples, res.passes, level, dense_waste(cfg))
         res.projection = project(res.passes, costs, sum(1 for r in res.records if r.steps), res.wall_s)
     return res
