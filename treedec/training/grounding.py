@@ -1,5 +1,5 @@
 """Grounding losses: teach a tiny VLM *where* to read (training only; the served model is
-unchanged). From the reading probe (experiments/probes/NOTES.md), a tiny Idefics3 learns
+unchanged). From the reading probe (docs/results.md, "The shipped tiny model"), a tiny Idefics3 learns
 to read only with:
 
 - glyph and predecessor losses on every image token (what glyph is in this cell, and
