@@ -8,8 +8,7 @@ run first), its queueing (with drafting beside decoding, `draft_workers`: waitin
 draft) and decoding, and its share of writing the outputs. All pages are submitted at once,
 so at low concurrency the queue dominates; the decoding alone (admission to finish) is
 reported beside it. Use at least 128 pages so that 64 in flight is a steady state. Each row
-also holds the run's speed figures (steps, rows per step, phases per page), which
-experiments/cost_model.py reads.
+also holds the run's speed figures (steps, rows per step, phases per page).
 
     python experiments/bench_latency.py [--model PATH|random] [--pages 128] [--concurrency 1 4 16 64]
         [--strategies sequential padoc ... (default: every strategy)] [--out runs/bench_latency]
@@ -126,8 +125,7 @@ def main() -> None:
         for res in runs:
             e2e, dec = page_latencies(res)
             lat = {"e2e": e2e, "decode": dec}
-            # the run's speed figures (steps, rows per step, pages/s, phases per page: what
-            # experiments/cost_model.py reads), then the latency quantiles
+            # the run's speed figures (steps, rows per step, pages/s, phases per page), then the latency quantiles
             rows.append({**level_row(res, level), "drafts": res.drafts,
                          **{f"p{q}_{k}_s": float(np.percentile(v, q)) if v else None
                             for k, v in lat.items() for q in QUANTILES}})

@@ -17,7 +17,7 @@
 # Within a call's time: LEVELS=16 (one level), PHASES="sequential,padoc padoc_hsd hsd,table_rows,crops"
 # (groups run in turn, each at every size), BUDGET_S=480 (the sweeps stop there; the table is made of
 # the jobs that finished).
-# With PROJECT_FROM="exp-forced-30m-v4" (kept in docs/figures/forced_v4) or a sweep's folder at the DEMO_ONLY step (.sweeps/: carry it too), the call
+# With PROJECT_FROM="exp-forced-30m-v4" (kept in docs/figures/forced) or a sweep's folder at the DEMO_ONLY step (.sweeps/: carry it too), the call
 # first projects those CPU sweeps' jobs at PROJECT_SIZES (default 0.5b 1.5b) with step costs timed on the
 # GPU ($OUT/project-NAME/break_even.json, .png; labelled PROJECTION), then measures PHASES.
 # With TOKENIZER=FILE (a .tiktoken or tokenizer.json) at the DEMO_ONLY step, the file goes to .tokenizer/ (carry
