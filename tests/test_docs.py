@@ -62,3 +62,60 @@ def test_every_relative_link_reaches_a_file_and_heading():
                 if anchor not in heads:
                     bad.append(f"{doc.name}: {target} (no such heading)")
     assert not bad, bad
+
+
+def _rows_of_results(text: str) -> list[str]:
+    """The data rows of the README's Results table (its header and rule left out)."""
+    section = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [r for r in rows[2:] if not re.fullmatch(r"\|[-| ]*\|", r)]
+
+
+def test_the_results_table_is_short_and_every_row_links_its_section():
+    rows = _rows_of_results((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert 0 < len(rows) <= 8, f"{len(rows)} rows in the README's Results (at most 8)"
+    long = [r[:60] + "..." for r in rows if len(r) >= 300]
+    assert not long, f"Results rows of 300 characters or more: {long}"
+    unlinked = [r[:60] + "..." for r in rows if not re.search(r"\]\((docs/[^)]+)\)", r)]
+    assert not unlinked, f"Results rows without a link to their docs section: {unlinked}"
+
+
+def test_a_long_results_table_is_refused():
+    table = "\n## Results\n\n| q | f |\n|---|---|\n" + "".join(f"| [q](docs/a.md) | {i} |\n" for i in range(9)) + "\n## Next\n"
+    assert len(_rows_of_results(table)) == 9
+
+
+def _figure_patterns(text: str) -> set[str]:
+    """What a text names under docs/figures/: paths and globs (`*`, `{a,b}`), braces expanded."""
+    found = set()
+    for m in re.findall(r"docs/figures/[\w./*{},-]*[\w*}]", text):
+        parts = re.split(r"\{([^}]*)\}", m)  # [text, alternatives, text, ...]
+        names = [""]
+        for i, part in enumerate(parts):
+            names = [n + alt for n in names for alt in (part.split(",") if i % 2 else [part])]
+        found |= set(names)
+    return found
+
+
+def _unnamed_figures(patterns: set[str], files: list[str]) -> list[str]:
+    from fnmatch import fnmatchcase
+    return [f for f in files if not any(fnmatchcase(f, p) for p in patterns)]
+
+
+def test_every_file_under_docs_figures_is_named_in_the_docs():
+    text = "\n".join(d.read_text(encoding="utf-8") for d in DOCS)
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "figures").rglob("*") if p.is_file())
+    assert files
+    unnamed = _unnamed_figures(_figure_patterns(text), files)
+    assert not unnamed, f"files under docs/figures/ that no doc names (name them or delete them): {unnamed}"
+
+
+def test_a_figure_named_by_a_glob_or_braces_counts_and_a_folder_alone_does_not():
+    pats = _figure_patterns("see `docs/figures/a/x_*` and docs/figures/b.{png,json}, and `docs/figures/c/`")
+    files = ["docs/figures/a/x_1.json", "docs/figures/b.png", "docs/figures/b.json", "docs/figures/c/d.json"]
+    assert _unnamed_figures(pats, files) == ["docs/figures/c/d.json"]
+
+
+def test_the_experiments_index_is_short():
+    lines = (ROOT / "experiments" / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 150, f"experiments/README.md has {len(lines)} lines (under 150)"
