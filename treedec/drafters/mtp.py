@@ -72,8 +72,7 @@ class MTPDrafter:
 
     def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         """`propose` for every stream of an engine step at once: one batched head pass per
-        depth over the streams (one at a time, the head's K small passes per stream were half
-        of an hpd run's time on the CPU)."""
+        depth over the streams, not K small passes per stream (docs/results.md, HPD)."""
         if self.model is None:
             raise RuntimeError("an MTP drafter drafts only as a run's source: strategy.for_run(vlm) (its head loaded)")
         out: list[DraftTree | None] = [None] * len(requests)

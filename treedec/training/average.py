@@ -1,11 +1,9 @@
 """Checkpoint averaging: the element-wise mean of the weights of several checkpoints of one
 run (Izmailov et al.'s weight averaging along a run's tail, done offline).
 
-Why: the tiny model's greedy sequential decoding moves a lot between checkpoints 200 steps
-apart (validation text edit 0.040 / 0.067 / 0.071 at steps 8400 / 8600 / 8800), and the mean
-of those three read 0.044, padoc's text better than any of them (0.057 vs 0.066-0.074). Not a
-sure win: at the end of that run the single step-9200 checkpoint validated better than the
-means of 8800-9200 and 8400-9200 (model card of the shipped model)."""
+Why: a small model's greedy decoding can move a lot between checkpoints a few hundred steps
+apart, and the mean of several may read better than any of them; what it did for the shipped
+model: its model card (`treedec/assets/models/tiny/README.md`)."""
 from __future__ import annotations
 
 import shutil

@@ -3,8 +3,8 @@
 A step's batch is a pure function of the step number (`Trainer.batch`: page seeds from the
 run seed and the step), so worker processes can make steps start..stop-1 in order while the
 model trains on an earlier one, and the run is the same as with batches made in-process.
-On a GPU this matters: drawing, rendering and packing four 640 px pages takes ~0.3 CPU-s, as
-long as several optimizer steps there. Workers are forked, so they share the trainer's
+On a GPU this matters: making a step's pages can take as long as several optimizer steps
+there (docs/results.md, model v2). Workers are forked, so they share the trainer's
 tokenizer, strategies and configs without pickling; they never touch the model's device.
 """
 from __future__ import annotations

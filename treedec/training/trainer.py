@@ -112,8 +112,8 @@ class TrainConfig:
 
 def _malloc_trim():
     """glibc's malloc_trim, or None. Every step's batch has a different shape; without
-    handing freed heap pages back, the process's resident memory kept growing (5 -> 10 GB
-    over 1000 steps of the tiny_v1 run)."""
+    handing freed heap pages back, the process's resident memory grows over a run (measured:
+    the tiny model's card)."""
     import ctypes
     import ctypes.util
 
