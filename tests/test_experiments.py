@@ -117,9 +117,10 @@ def test_profile_step_under_a_bpe_has_its_vocabulary_or_refuses_a_missing_file(t
 
 
 def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_path):
-    """experiments/forced_table.py on a tiny forced sweep (sequential and padoc at one level): one row a
-    job, ratios to sequential, the level read where it was not swept, and each job's wall time split into
-    forwards, the engine's own work and the rest (what the GPU call brings back)."""
+    """experiments/forced_table.py on a tiny forced sweep (sequential and padoc at one level, with the cost
+    model, as `sweeps/forced.yaml` runs): one row a job, ratios to sequential, the level read where it was
+    not swept, and each job's wall time split into forwards, the engine's own work and the rest (what the
+    GPU call brings back)."""
     import json
     import subprocess
     import sys
@@ -129,7 +130,8 @@ def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_pat
     out = tmp_path / "sweep"
     r = subprocess.run([sys.executable, "-m", "treedec", "run", "-m", "model=forced", "model.size=1m",
                         "model.vision_tokens=16", "runtime.threads=1", "runtime.max_pages=4", "data.pages=2", *PAGES,
-                        "strategy=sequential,padoc", f"out={out}"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+                        "strategy=sequential,padoc", "cost_model=true", f"out={out}"],  # as the forced sweep asks for it
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     table = load_script("experiments/forced_table.py")
     rows = {row["strategy"]: row for row in table.rows_of("1m", str(out))}
