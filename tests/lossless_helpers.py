@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import torch
 
-from treedec.engine.engine import Engine, EngineConfig, PageResult
+from treedec.engine.engine import Engine, EngineConfig
+from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.draft import StreamState
 from treedec.models.mtp_head import MTPConfig, save_head
 from treedec.models.tied_weights import base_hash
@@ -21,7 +22,7 @@ from treedec.strategies.base import Strategy
 from treedec.training.mtp import IGNORE, Rows, train_head
 
 
-def decode(vlm, strategy: Strategy, samples, ecfg: EngineConfig, procs=()) -> dict[str, PageResult]:
+def decode(vlm, strategy: Strategy, samples, ecfg: EngineConfig, procs=()) -> dict[str, PageDecoding]:
     """The pages decoded by the engine with logits processors `procs` (no runtime takes
     them): every page's result by name; the arena empty afterwards."""
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples]
@@ -31,7 +32,7 @@ def decode(vlm, strategy: Strategy, samples, ecfg: EngineConfig, procs=()) -> di
     return out
 
 
-def assert_lossless(plain: dict[str, PageResult], spec: dict[str, PageResult]) -> tuple[int, int]:
+def assert_lossless(plain: dict[str, PageDecoding], spec: dict[str, PageDecoding]) -> tuple[int, int]:
     """Token for token (ids, every stream, streams by their place in the tree: a nested fork
     may start earlier with drafts, so stream ids may be numbered in another order) the same
     pages, drafts proposed and both accepted and rejected (drafted > accepted > 0):
@@ -60,7 +61,7 @@ def corrupted(page, every: int = 4):
     return page
 
 
-def own_drafts(samples, plain: dict[str, PageResult], strategy: Strategy):
+def own_drafts(samples, plain: dict[str, PageDecoding], strategy: Strategy):
     """Copies of `samples` whose page (what `drafts=oracle` drafts from) is the plain run's own
     output parsed, every 4th content character changed: never the ground truth."""
     out = []
@@ -132,7 +133,7 @@ class VerdictSpy:
         self.accepted.append(len(verdict.nodes))
 
 
-def fitted_placeholders(vlm, runs: dict[str, PageResult], samples, folder, k: int = 3, steps: int = 150) -> str:
+def fitted_placeholders(vlm, runs: dict[str, PageDecoding], samples, folder, k: int = 3, steps: int = 150) -> str:
     """PTP placeholders fitted briefly (`treedec.training.ptp.train`) on the model's own output
     (`runs`: decoded `samples`), saved in `folder` bound to the model (`strategy.placeholders`):
     on other pages their guesses are partly right, so drafts are both accepted and rejected."""

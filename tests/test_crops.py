@@ -61,7 +61,7 @@ def test_every_fork_is_read_and_steps_are_the_layouts_plus_the_longest_crop():
     assert [r.name for r in res.records] == [s.name for s in samples]
     figures = 0
     for rec, s in zip(res.records, samples):
-        g = rec.result.graph
+        g = rec.decoding.graph
         blocks = s.page.reading_order()
         kids = g.children(0)
         assert len(kids) == len(blocks) == g[0].tokens.count(tok.fork_id)

@@ -8,6 +8,7 @@ from treedec.data.synth import Sample
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.engine import PENDING
 from treedec.engine.limits import PageLimits
+from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
 from treedec.records import PageRecord, RunResult
 from treedec.stages import run_strategy
@@ -63,7 +64,7 @@ class FakeRuntime:
         if strategy.drafter is not None:  # the run's own source, handed its samples' drafts first
             assert strategy.made_for_run and sorted(strategy.drafter.seqs) == sorted(names)
         self.t.now += 1.0
-        records = [PageRecord(n, Page(1, 1), "", steps=2) for n in names]
+        records = [PageRecord(n, Page(1, 1), "", PageDecoding(name=n, sample=None, steps=2)) for n in names]
         for rec in records:
             if on_record:
                 on_record(rec)

@@ -99,10 +99,15 @@ def test_a_timeline_title_counts_the_steps_its_axis_shows():
     """HSD's stage-1 steps are on a page's path (`steps`) but not on its decode timeline: the
     title names them apart instead of counting them as the axis's steps."""
     from treedec.commands.run import timeline_title
+    from treedec.engine.page_decoding import PageDecoding
     from treedec.page import Page
     from treedec.records import PageRecord
 
-    rec = PageRecord("p", Page(1, 1, []), "", steps=12, generated=30, streams=2, timeline=[[0]] * 7)
+    d = PageDecoding(name="p", sample=None, steps=12, timeline=[[0]] * 7)
+    d.graph.root([1])
+    d.graph.append(0, [2] * 20)
+    d.graph.append(d.graph.fork(0, 1).id, [3] * 10)  # 30 tokens in 2 streams
+    rec = PageRecord("p", Page(1, 1, []), "", d)
     assert timeline_title(rec).startswith("p: 7 steps (+5 before decoding),")
-    rec.steps = 7
+    d.steps = 7
     assert timeline_title(rec) == "p: 7 steps, 30 tokens, 2 streams"

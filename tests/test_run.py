@@ -147,10 +147,14 @@ def test_missing_checkpoint_is_one_line(tmp_path):
 
 
 def test_root_steps_is_the_layout_streams_share_of_the_critical_path():
+    from treedec.engine.page_decoding import PageDecoding
     from treedec.page import Page
     from treedec.records import PageRecord
 
-    tree = PageRecord("p", Page(8, 8), "", steps=4, timeline=[[0], [0, 1], [1, 2], [2]])
+    def decoded(name, steps, timeline):
+        return PageRecord(name, Page(8, 8), "", PageDecoding(name=name, sample=None, steps=steps, timeline=timeline))
+
+    tree = decoded("p", 4, [[0], [0, 1], [1, 2], [2]])
     assert tree.root_steps == 2 and tree.figures()["root_steps"] == 2
-    assert PageRecord("q", Page(8, 8), "", steps=3, timeline=[[0], [0], [0]]).root_steps == 3
+    assert decoded("q", 3, [[0], [0], [0]]).root_steps == 3
     assert PageRecord("r", Page(8, 8), "").root_steps == 0  # not decoded

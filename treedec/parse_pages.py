@@ -58,8 +58,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
     records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight,
                                              unit, log)
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
-                     runtime.figures(), dict(clock.totals), warmup_s, None, runtime.name, runtime.notes(strategy),
-                     before_s, log if log.steps + log.prefills else None)
+                     attention=runtime.figures(), phases=dict(clock.totals), warmup_s=warmup_s, runtime=runtime.name,
+                     notes=runtime.notes(strategy), before_s=before_s, passes=log if log.steps + log.prefills else None)
 
 
 def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:

@@ -1,8 +1,8 @@
 """What a run of a strategy gives back: a `RunResult` (the run's figures: wall time, phases,
 forward passes, the runtime's notes) holding one `PageRecord` per page (the parsed page, its
-flat text, steps, tokens, latency, flags), and how a record is made from a decoded page
-(`page_record`) or from a page that could not be read (`unreadable`). Every runtime returns
-these (`treedec.parse_pages.parse_pages`)."""
+flat text, its flags and its decoding: `treedec.engine.page_decoding.PageDecoding`), and how a
+record is made from a decoded page (`page_record`) or from a page that could not be read
+(`unreadable`). Every runtime returns these (`treedec.parse_pages.parse_pages`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,30 +10,42 @@ from typing import Any
 
 from treedec.data.files import FileSample
 from treedec.data.synth import Sample
-from treedec.engine.engine import PageResult
+from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
 from treedec.serialize import parse_flat
 from treedec.strategies.base import Strategy
 
 
+def _decoded(name: str, empty: Any) -> property:
+    """A record's figure read from its decoding (`empty`'s kind, empty, when not decoded)."""
+    return property(lambda rec: getattr(rec.decoding, name) if rec.decoding is not None else type(empty)())
+
+
 @dataclass
 class PageRecord:
+    """A page as a run gives it back: the page parsed from its decoding, and the decoding
+    itself (`PageDecoding`: steps, tokens, latency, drafts, as the runtime filled it; None for
+    a page that could not be read). Its figures are read from the decoding, never copied."""
     name: str
     page: Page  # the parsed prediction (empty when the page could not be decoded)
     text: str  # the flat form the model produced
-    steps: int = 0
-    generated: int = 0
-    streams: int = 0
-    latency_s: float = 0.0
-    queue_s: float = 0.0
-    flags: list[str] = field(default_factory=list)
-    timeline: list[list[int]] = field(default_factory=list)
+    decoding: PageDecoding | None = field(default=None, repr=False)  # None: not decoded
     gt: Page | None = None
-    drafted: int = 0
-    accepted: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-    by_depth: list[list[int]] = field(default_factory=list)  # drafts per depth: engine.PageState.by_depth
-    result: PageResult | None = field(default=None, repr=False)  # the page as decoded (a stage after decoding reads it)
+    flags: list[str] = field(default_factory=list)  # what reading the sample found, the runtime's cuts, the repairs
+    extra: dict[str, Any] = field(default_factory=dict)  # the stages' figures of the page (HSD: drafting, stage 1)
+
+    steps = _decoded("steps", 0)
+    generated = _decoded("generated", 0)
+    latency_s = _decoded("latency_s", 0.0)
+    queue_s = _decoded("queue_s", 0.0)
+    timeline = _decoded("timeline", [])
+    drafted = _decoded("drafted", 0)
+    accepted = _decoded("accepted", 0)
+    by_depth = _decoded("by_depth", [])  # drafts per depth: PageDecoding.by_depth
+
+    @property
+    def streams(self) -> int:
+        return len(self.decoding.graph) if self.decoding else 0
 
     @property
     def accepted_per_step(self) -> float:
@@ -49,12 +61,13 @@ class PageRecord:
         return max((i + 1 for i, t in enumerate(self.timeline) if root in t), default=0)
 
     def figures(self) -> dict[str, Any]:
+        runtime = self.decoding.extra if self.decoding else {}
         return {"steps": self.steps, "root_steps": self.root_steps, "generated_tokens": self.generated,
                 "streams": self.streams,
                 "tokens_per_step": self.generated / self.steps if self.steps else 0.0,
                 "accepted_per_step": self.accepted_per_step,
                 "latency_s": self.latency_s, "queue_s": self.queue_s, "drafted_tokens": self.drafted,
-                "accepted_tokens": self.accepted, **self.extra, "flags": self.flags}
+                "accepted_tokens": self.accepted, **self.extra, **runtime, "flags": self.flags}
 
 
 @dataclass
@@ -110,14 +123,12 @@ def sample_flags(sample: Sample) -> list[str]:
     return list(sample.flags) if isinstance(sample, FileSample) else []
 
 
-def page_record(r: PageResult, strategy: Strategy) -> PageRecord:
-    """A decoded page's record: its flat text parsed into a page, its figures, and its flags
+def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:
+    """A decoded page's record: its flat text parsed into a page, its decoding, and its flags
     (what reading the sample found, the runtime's cuts, the parser's repairs)."""
     sample = r.sample
     width, height = sample_size(sample)
     text = strategy.flat_text(r.graph)
     parsed = parse_flat(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
-    return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
-                      flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth,
-                      result=r)
+    return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags)

@@ -1,4 +1,4 @@
-"""Per-depth acceptance of a run's drafts: from each page's `PageState.by_depth` counts,
+"""Per-depth acceptance of a run's drafts: from each page's `PageDecoding.by_depth` counts,
 for each draft depth d, the share of verdicts on a draft reaching depth d that accepted it
 down to depth d (`acceptance_by_depth`), and the summed counts (`drafts_by_depth`)."""
 from __future__ import annotations

@@ -10,7 +10,7 @@ flagged, never dropped.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -21,11 +21,14 @@ from treedec.engine.kv import KVArena
 from treedec.engine.limits import PageLimits
 from treedec.engine.malloc import hold_freed_memory
 from treedec.engine import pass_log
+from treedec.engine.page_decoding import PageDecoding
+from treedec.engine.page_kv import PageKV
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
-from treedec.engine.step_attention import AttentionStats, Span, dense_mask, page_batch, page_sizes, page_slots
+from treedec.engine.step_attention import AttentionStats, dense_mask, page_batch
+from treedec.engine.step_batch import StepBatch, StreamWork, build_batch
+from treedec.engine.step_observer import StepObserver
 from treedec.errors import UserError
-from treedec.graph import DecodingGraph
 from treedec.models.adapter import CausalLMAdapter, Prompt
 
 
@@ -51,87 +54,38 @@ class EngineConfig(PageLimits):  # max_pages, max_new_tokens, max_branches, max_
             raise UserError(f"runtime.attention must be auto, blocked or dense, got {self.attention!r}")
 
 
-@dataclass
-class PageResult:
-    name: str
-    graph: DecodingGraph
-    steps: int  # forward passes in which the page had work (its critical path), prefill included
-    latency_s: float  # admission to finish
-    queue_s: float  # submission to admission
-    flags: list[str] = field(default_factory=list)
-    timeline: list[list[int]] = field(default_factory=list)  # per step: streams that advanced
-    sample: Any = None
-    drafted: int = 0
-    accepted: int = 0
-    by_depth: list[list[int]] = field(default_factory=list)  # PageState.by_depth
-    extra: dict[str, Any] = field(default_factory=dict)  # a runtime's own per-page figures (vLLM: prefix cache)
-
-    @property
-    def generated(self) -> int:
-        return self.graph.total_generated()
-
-
-@dataclass
-class PageState:
-    """A page being decoded: what every runtime keeps (this engine's `_Page`, the vLLM
-    runner's)."""
-    pid: int
-    name: str
-    sample: Any
-    graph: DecodingGraph
-    t_submit: float
-    t_admit: float = 0.0
-    steps: int = 0
-    flags: list[str] = field(default_factory=list)
-    timeline: list[list[int]] = field(default_factory=list)
-    drafted: int = 0  # draft tokens proposed
-    accepted: int = 0  # draft tokens accepted
-    # per draft depth d (index d - 1): [verdicts on a draft reaching depth d, of those accepted to depth d]
-    by_depth: list[list[int]] = field(default_factory=list)
-
-    def count_depths(self, tree: DraftTree, accepted: int) -> None:
-        deepest = max(tree.depths()[:len(tree) - tree.scratch], default=0)
-        while len(self.by_depth) < deepest:
-            self.by_depth.append([0, 0])
-        for d in range(deepest):
-            self.by_depth[d][0] += 1
-            self.by_depth[d][1] += accepted > d
-
-
-@dataclass
-class _Page(PageState):
-    slots: dict[int, list[int]] = field(default_factory=dict)  # stream -> KV slot of each of its tokens
-    anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
-    offset: int = 0  # added to the graph positions the model sees (Prompt.position_offset)
-    hidden: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> StreamState.hidden (needs_hidden)
-    forced: ForcedChoice | None = None  # a forced model's: tokens chosen from the page's ground truth
-
-
 Processor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # HF LogitsProcessor: (ids [1,T], scores [1,V])
 
 
 class Engine:
+    """Decodes pages with a policy (a `Strategy`) on a model adapter. A step is its phases:
+    collect the streams with work and their drafts -> build the batch -> forward -> accept,
+    fork, finish (per stream) -> account; its observer (`StepObserver`) sees the batch after."""
+
     def __init__(self, model: CausalLMAdapter, policy: Policy, config: EngineConfig | None = None,
                  processors: Iterable[Processor] = (), log: pass_log.PassLog | None = None):
         hold_freed_memory()  # a step's cost then depends on its shape, not on the process's history
         self.model, self.policy = model, policy
-        self.log = log  # every prefill and step is added to it (treedec.cost_model); None: not recorded
         self.cfg = config or EngineConfig()
         self.processors = list(processors)
         self.arena = KVArena()
-        self.active: list[_Page] = []
+        self.active: list[PageKV] = []
         self._next_pid = 0
         self.forward_passes = 0
+        self.observer = StepObserver(log)  # every prefill and step is handed to it (treedec.cost_model's log)
         self._hidden = policy.needs_hidden  # its drafts read hidden states (DraftSource.needs_hidden)
         self._forced = model.forced  # treedec.models.forced: tokens from the ground truth
         self._blocks = self.cfg.attention != "dense" and model.supports_blocks
-        self.attention_stats = AttentionStats()
+
+    @property
+    def attention_stats(self) -> AttentionStats:
+        return self.observer.attention
 
     # ------------------------------------------------------------------ public
-    def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageResult], None] | None = None
-            ) -> Iterator[PageResult]:
-        """Decode `(name, prompt, sample)` items with continuous batching; yields results
-        as pages finish (completion order). `items` may be a lazy iterator: an item is taken
+    def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageDecoding], None] | None = None
+            ) -> Iterator[PageDecoding]:
+        """Decode `(name, prompt, sample)` items with continuous batching; yields each page's
+        record as it finishes (completion order). `items` may be a lazy iterator: an item is taken
         only when the engine can admit it (one is held ahead). An iterator whose next item is
         not ready (drafted in another process) may yield `PENDING`: the engine steps the pages in
         flight and asks again (with none in flight it asks at once: the iterator may wait)."""
@@ -139,33 +93,39 @@ class Engine:
         t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as a list would be
         head = next(items, None)
         while head is not None or self.active:
-            while head is PENDING and not self.active:  # nothing to step: ask until an item comes
-                head = next(items, None)
-            while head is not None and head is not PENDING and self._can_admit(len(head[1].ids)):
-                self._admit(*head, t0)
-                head = next(items, None)
-            if not self.active:
-                if head is None:
-                    break
-                self._admit(*head, t0)  # over budget even alone: admit and let limits cut it
-                head = next(items, None)
+            head = self._admit_ready(head, items, t0)
+            if head is None and not self.active:
+                break
             if any(p.graph.live() for p in self.active):
                 self._step()
             if head is PENDING:  # not ready before this step: ask again
                 head = next(items, None)
             for page in [p for p in self.active if p.graph.done]:
-                result = self._retire(page)
+                record = self._retire(page)
                 if on_done:
-                    on_done(result)
-                yield result
+                    on_done(record)
+                yield record
 
     # ------------------------------------------------------------------ admission
+    def _admit_ready(self, head, items: Iterator, t0: float):
+        """Admit items while there is room (one at least, when nothing is in flight: limits cut
+        it); the next item not admitted (None: none left)."""
+        while head is PENDING and not self.active:  # nothing to step: ask until an item comes
+            head = next(items, None)
+        while head is not None and head is not PENDING and self._can_admit(len(head[1].ids)):
+            self._admit(*head, t0)
+            head = next(items, None)
+        if not self.active and head is not None:
+            self._admit(*head, t0)  # over budget even alone: admit and let limits cut it
+            head = next(items, None)
+        return head
+
     def _can_admit(self, prompt_len: int) -> bool:
         return len(self.active) < self.cfg.max_pages and self.arena.used + prompt_len <= self.cfg.max_kv_tokens
 
     def _admit(self, name: str, prompt: Prompt, sample: Any, t_submit: float) -> None:
-        page = _Page(self._next_pid, name, sample, DecodingGraph(), t_submit, t_admit=time.perf_counter(),
-                     offset=prompt.position_offset)
+        record = PageDecoding(name=name, sample=sample, t_submit=t_submit, t_admit=time.perf_counter())
+        page = PageKV(record=record, pid=self._next_pid, offset=prompt.position_offset)
         self._next_pid += 1
         root = page.graph.root(prompt.ids, label="root")
         if self._forced:  # the strategy's target of the sample's ground truth
@@ -179,101 +139,96 @@ class Engine:
         self.forward_passes += 1
         page.slots[root.id] = self.arena.add_prefill(kv, page.pid)
         page.anc[root.id] = torch.empty(0, dtype=torch.long)
-        page.steps = 1
-        page.timeline.append([root.id])
+        record.steps = 1
+        record.timeline.append([root.id])
         self.active.append(page)
         self._emit(page, root.id, logits)
-        if self.log is not None:
-            self.log.add_prefill(len(prompt.ids), forward, time.perf_counter() - page.t_admit)
+        self.observer.prefill(len(prompt.ids), forward, time.perf_counter() - record.t_admit)
 
     # ------------------------------------------------------------------ one step
     def _step(self) -> None:
         t_step = time.perf_counter()
-        pending = [(page, s.id, len(page.slots[s.id])) for page in self.active for s in page.graph.live()
-                   if len(page.slots[s.id]) < len(s.tokens)]
-        if not pending:
+        work = self._collect()
+        if not work:
             return
-        requests = [(page.graph, sid, page.sample, StreamState(page.hidden.get(sid))) for page, sid, _ in pending]
-        trees = self.policy.draft_many(requests)  # one call for the step's streams (a batching drafter)
-        # (page, stream, first pending index, draft)
-        work: list[tuple[_Page, int, int, DraftTree | None]] = [
-            (page, sid, done, tree if tree else None) for (page, sid, done), tree in zip(pending, trees)]
-        base = self.arena.size
-        n_new = sum(len(p.graph[sid].tokens) - i + (len(t) if t else 0) for p, sid, i, t in work)
-        ids = torch.empty(n_new, dtype=torch.long)
-        pos = torch.empty(n_new, dtype=torch.long)
-        spans: list[Span] = []
-        keep: list[int] = []  # rows whose logits are read: each stream's last pending token, then its draft nodes
-        draft_slots: list[list[int]] = []
-        row = 0
-        for page, sid, first, tree in work:
-            s = page.graph[sid]
-            n = len(s.tokens) - first
-            d = len(tree) if tree else 0
-            ids[row:row + n] = torch.tensor(s.tokens[first:])
-            pos[row:row + n] = torch.arange(s.start_pos + first, s.start_pos + len(s.tokens)) + page.offset
-            vis = torch.cat([page.anc[sid], torch.tensor(page.slots[sid], dtype=torch.long)])
-            spans.append(Span(page.pid, row, n, tree, vis))
-            if tree:
-                ids[row + n:row + n + d] = torch.tensor(tree.tokens)
-                pos[row + n:row + n + d] = s.start_pos + len(s.tokens) - 1 + page.offset + torch.tensor(tree.depths())
-            slots = self.arena.reserve(n + d, page.pid)
-            page.slots[sid].extend(slots[:n])
-            draft_slots.append(slots[n:])
-            keep.extend(range(row + n - 1, row + n + d))
-            row += n + d
-        owned = page_slots(self.arena.owner, base)
-        real = sum(r * k for r, k in page_sizes(spans, owned))
-        extra = {"hidden": True} if self._hidden else {}
+        batch = build_batch(work, self.arena)
+        logits, hidden = self._forward(batch)
+        touched = self._settle(batch, logits, hidden)
+        self._account(touched)
+        self.observer.step(batch, len(touched), time.perf_counter() - t_step)
+
+    def _collect(self) -> list[StreamWork]:
+        """Every live stream with tokens not yet in the KV, and its draft (one call for the
+        step's streams: a batching drafter)."""
+        pending = [StreamWork(page, s.id, len(page.slots[s.id]), None) for page in self.active
+                   for s in page.graph.live() if len(page.slots[s.id]) < len(s.tokens)]
+        if pending:
+            trees = self.policy.draft_many([(w.page.graph, w.sid, w.page.record.sample,
+                                             StreamState(w.page.hidden.get(w.sid))) for w in pending])
+            for w, tree in zip(pending, trees):
+                w.tree = tree if tree else None
+        return pending
+
+    def _forward(self, batch: StepBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One forward over the batch, page-blocked or under one dense mask: logits of the
+        `keep` rows [K, V], and their hidden states [K, H] where the drafts read them."""
+        extra: dict[str, Any] = {"hidden": True} if self._hidden else {}
         if (rows := self.policy.in_forward) is not None:  # a drafter's rows (PTP's placeholders)
             extra["placeholders"] = rows
-        if (blocked := self._use_blocks(spans, real, n_new * (base + n_new))):
-            pages = page_batch(spans, owned, base, self.cfg.bucket_ratio)
-            self.attention_stats.add(real, pages.padded, len(pages.buckets))
-            attn, t_forward = pages.padded, pass_log.clock()
-            out = self.model.step(ids, pos, None, self.arena.cache, keep=torch.tensor(keep), pages=pages, **extra)
+        if self._use_blocks(batch):
+            pages = page_batch(batch.spans, batch.owned, batch.base, self.cfg.bucket_ratio)
+            batch.attn, batch.buckets, mask, extra["pages"] = pages.padded, len(pages.buckets), None, pages
         else:
-            self.attention_stats.add(real, n_new * (base + n_new))
-            mask = dense_mask(spans, base, n_new)
-            attn, t_forward = n_new * (base + n_new), pass_log.clock()
-            out = self.model.step(ids, pos, mask, self.arena.cache, keep=torch.tensor(keep), **extra)
-        forward = pass_log.since(t_forward)
-        logits, hidden = out if self._hidden else (out, None)
+            batch.attn, mask = batch.dense, dense_mask(batch.spans, batch.base, batch.rows)
+        t_forward = pass_log.clock()
+        out = self.model.step(batch.ids, batch.pos, mask, self.arena.cache, keep=batch.keep, **extra)
+        batch.forward = pass_log.since(t_forward)
         self.forward_passes += 1
-        touched: dict[int, list[int]] = {}
-        at = 0
-        for (page, sid, _, tree), dslots in zip(work, draft_slots):
-            d = len(tree) if tree else 0
-            rows = logits[at:at + 1 + d]  # after the stream's last token, then after each draft node
-            at += 1 + d
-            choices = self._choose(page, sid, tree, rows)
-            verdict = self.policy.accept(tree, choices, rows) if tree else Verdict([], choices[:1])
-            verdict.choices = choices
-            if tree:
-                self.policy.observe(page.graph, sid, page.sample, tree, verdict)
-            self.arena.free([sl for i, sl in enumerate(dslots) if i not in verdict.nodes])
-            page.drafted += d - tree.scratch if tree else 0
-            page.accepted += len(verdict.nodes)
-            if tree:
-                page.count_depths(tree, len(verdict.nodes))
-            if hidden is not None:  # the row that chose the stream's new last token: after its last accepted node
-                page.hidden[sid] = hidden[at - 1 - d + (1 + verdict.nodes[-1] if verdict.nodes else 0)]
-            touched.setdefault(page.pid, []).append(sid)
-            self._extend(page, sid, verdict.tokens, [dslots[i] for i in verdict.nodes])
-        for page in self.active:
-            if page.pid in touched:
-                page.steps += 1
-                page.timeline.append(touched[page.pid])
-        self._maybe_compact()
-        if self.log is not None:
-            self.log.add_step(len(touched), n_new, attn, forward, time.perf_counter() - t_step, blocked)
+        return out if self._hidden else (out, None)
 
-    def _use_blocks(self, spans: list[Span], real: int, dense: int) -> bool:
+    def _use_blocks(self, batch: StepBatch) -> bool:
+        spans = batch.spans
         if not self._blocks or spans[0].page == spans[-1].page:  # one page: the dense mask is its block
             return False
-        return self.cfg.attention == "blocked" or dense > self.cfg.dense_waste * real
+        return self.cfg.attention == "blocked" or batch.dense > self.cfg.dense_waste * batch.real
 
-    def _choose(self, page: _Page, sid: int, tree: DraftTree | None, logits: torch.Tensor) -> list[int]:
+    def _settle(self, batch: StepBatch, logits: torch.Tensor, hidden: torch.Tensor | None) -> dict[int, list[int]]:
+        """Each stream's verdict on its rows (after its last token, then after each draft
+        node); the streams that advanced, by page id."""
+        touched: dict[int, list[int]] = {}
+        at = 0
+        for w in batch.work:
+            rows = slice(at, at + 1 + w.drafts)
+            at = rows.stop
+            self._accept(w, logits[rows], None if hidden is None else hidden[rows])
+            touched.setdefault(w.page.pid, []).append(w.sid)
+        return touched
+
+    def _accept(self, w: StreamWork, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
+        """Choose, judge the draft, free its rejected nodes' KV, count, keep the hidden state
+        of the row that chose the new last token, and extend the stream (forks, ends)."""
+        page, sid, tree = w.page, w.sid, w.tree
+        choices = self._choose(page, sid, tree, logits)
+        verdict = self.policy.accept(tree, choices, logits) if tree else Verdict([], choices[:1])
+        verdict.choices = choices
+        if tree:
+            self.policy.observe(page.graph, sid, page.record.sample, tree, verdict)
+        self.arena.free([sl for i, sl in enumerate(w.draft_slots) if i not in verdict.nodes])
+        page.record.count_drafts(tree, len(verdict.nodes))
+        if hidden is not None:  # the row after its last accepted node
+            page.hidden[sid] = hidden[1 + verdict.nodes[-1] if verdict.nodes else 0]
+        self._extend(page, sid, verdict.tokens, [w.draft_slots[i] for i in verdict.nodes])
+
+    def _account(self, touched: dict[int, list[int]]) -> None:
+        """A step on the critical path of each page that had work; the arena compacted when
+        enough of it is free."""
+        for page in self.active:
+            if page.pid in touched:
+                page.record.steps += 1
+                page.record.timeline.append(touched[page.pid])
+        self._maybe_compact()
+
+    def _choose(self, page: PageKV, sid: int, tree: DraftTree | None, logits: torch.Tensor) -> list[int]:
         """Greedy token after the stream's last token (row 0) and after each draft node (a forced
         model's: the page's ground truth, `treedec.engine.forced`)."""
         if page.forced is not None:
@@ -290,11 +245,12 @@ class Engine:
             return out
         return logits.argmax(-1).tolist()
 
-    def _emit(self, page: _Page, sid: int, logits: torch.Tensor) -> None:
+    # ------------------------------------------------------------------ streams
+    def _emit(self, page: PageKV, sid: int, logits: torch.Tensor) -> None:
         """The first token of a stream after prefill."""
         self._extend(page, sid, self._choose(page, sid, None, logits[None]), [])
 
-    def _extend(self, page: _Page, sid: int, tokens: list[int], kv_slots: list[int]) -> None:
+    def _extend(self, page: PageKV, sid: int, tokens: list[int], kv_slots: list[int]) -> None:
         """Append accepted tokens (the first `len(kv_slots)` already have KV, the last is
         pending), applying ends, forks and limits token by token."""
         g = page.graph
@@ -305,40 +261,20 @@ class Engine:
         for j, token in enumerate(tokens):
             if j < len(kv_slots):  # the token's KV exists: its slot joins the stream before any fork reads it
                 page.slots[sid].append(kv_slots[j])
-            for fork in take_token(g, sid, token, self.policy, self.cfg, page.flags):
+            for fork in take_token(g, sid, token, self.policy, self.cfg, page.record.flags):
                 self._fork(page, fork)
             if not s.live:
                 self.arena.free(kv_slots[j + 1:])
-                self._free_finished(page)
+                self.arena.free(page.unseen())
                 return
 
-    def _fork(self, page: _Page, fork: Fork) -> None:
-        g = page.graph
-        if not may_fork(g, self.cfg.max_branches, page.flags):
+    def _fork(self, page: PageKV, fork: Fork) -> None:
+        if not may_fork(page.graph, self.cfg.max_branches, page.record.flags):
             return
-        parent_slots = page.slots[fork.parent]
-        if fork.at > len(parent_slots):
-            raise ValueError(f"fork at {fork.at} beyond the {len(parent_slots)} tokens of stream {fork.parent} with KV")
-        child = g.fork(fork.parent, fork.at, fork.first, fork.label)
-        page.slots[child.id] = []
-        page.anc[child.id] = torch.cat([page.anc[fork.parent], torch.tensor(parent_slots[:fork.at], dtype=torch.long)])
+        page.fork(fork.parent, fork.at, len(page.graph))  # the child's KV view first: a bad fork point raises here
+        page.graph.fork(fork.parent, fork.at, fork.first, fork.label)
 
     # ------------------------------------------------------------------ freeing
-    def _free_finished(self, page: _Page) -> None:
-        """Free the KV no live stream can see any more: a finished stream keeps only the
-        prefix its live descendants fork from."""
-        g = page.graph
-        need: dict[int, int] = {}
-        for s in g.live():  # every live stream needs its ancestors up to the fork points
-            for a, end in g.ancestors(s.id)[:-1]:
-                need[a] = max(need.get(a, 0), end)
-        for s in g.streams:
-            if not s.live:
-                keep = need.get(s.id, 0)
-                if len(page.slots[s.id]) > keep:
-                    self.arena.free(page.slots[s.id][keep:])
-                    del page.slots[s.id][keep:]
-
     def _maybe_compact(self) -> None:
         a = self.arena
         if a.size < self.cfg.compact_min or a.owner.count(-1) < self.cfg.compact_ratio * a.size:
@@ -347,15 +283,9 @@ class Engine:
         if remap is None:
             return
         for page in self.active:
-            for sid in page.slots:
-                page.slots[sid] = remap[torch.tensor(page.slots[sid], dtype=torch.long)].tolist() if page.slots[sid] else []
-                page.anc[sid] = remap[page.anc[sid]] if len(page.anc[sid]) else page.anc[sid]
+            page.remap(remap)
 
-    def _retire(self, page: _Page) -> PageResult:
+    def _retire(self, page: PageKV) -> PageDecoding:
         self.active.remove(page)
-        self.arena.free([i for sl in page.slots.values() for i in sl])
-        page.slots.clear()
-        page.hidden.clear()
-        now = time.perf_counter()
-        return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
-                          page.flags, page.timeline, page.sample, page.drafted, page.accepted, page.by_depth)
+        self.arena.free(page.release())
+        return page.record.finish(time.perf_counter())

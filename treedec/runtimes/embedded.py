@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
 from treedec.data.synth import Sample
-from treedec.engine.engine import Engine, EngineConfig, PageResult
+from treedec.engine.engine import Engine, EngineConfig
+from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.pass_log import PassLog
 from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
@@ -52,7 +53,7 @@ class EmbeddedRuntime:
         return vlm.prompt(sample.image, strategy.mode)
 
     def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None,
-               log: PassLog | None = None) -> Iterator[PageResult]:
+               log: PassLog | None = None) -> Iterator[PageDecoding]:
         cfg = replace(self.cfg, max_pages=in_flight) if in_flight else self.cfg
         engine = Engine(vlm.adapter(), strategy, cfg, log=log)
         try:

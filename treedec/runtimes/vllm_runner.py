@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from treedec.engine.draft import DraftTree
-from treedec.engine.engine import PageResult, PageState
+from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.policy import Fork
 from treedec.engine.new_token import may_fork, take_token
 from treedec.errors import UserError
@@ -24,19 +24,26 @@ _RUNS = itertools.count()
 
 
 @dataclass(kw_only=True)
-class _Page(PageState):
+class _Requests:
+    """A page on vLLM: its decoding record (what every runtime fills; its `drafted` here: draft
+    tokens vLLM scheduled for verification, of requests vLLM finished itself; `accepted`: a
+    step's new tokens of a request minus its one sampled token) and the runner's requests beside it."""
+    record: PageDecoding
+    pid: int
     image: Any  # the canvas the embedded engine builds its pixels from
     uuid: str  # content hash of the canvas: vLLM's multimodal (and prefix-cache) key
     open: dict[str, int] = field(default_factory=dict)  # running request id -> stream
     cached: int = 0  # prompt tokens served from the prefix cache (all requests)
     prompt_tokens: int = 0
-    # PageState.drafted here: draft tokens vLLM scheduled for verification (requests vLLM
-    # finished itself); accepted: a step's new tokens of a request minus its one sampled token
+
+    @property
+    def graph(self) -> DecodingGraph:
+        return self.record.graph
 
 
 class VLLMRunner:
     """Decodes pages with a strategy on one vLLM engine (the embedded engine's contract:
-    `run(items)` yields `PageResult`s as pages finish)."""
+    `run(items)` yields each page's `PageDecoding` as it finishes)."""
 
     def __init__(self, served: Served, vlm: VLM, strategy: Strategy, cfg: VLLMConfig):
         if drafting(strategy):
@@ -56,16 +63,16 @@ class VLLMRunner:
         self.params = SamplingParams(temperature=0.0, max_tokens=cfg.max_new_tokens, stop_token_ids=[tok.eos_id],
                                      skip_special_tokens=False, detokenize=False,
                                      output_kind=RequestOutputKind.DELTA)
-        self.active: dict[int, _Page] = {}
-        self.requests: dict[str, _Page] = {}
+        self.active: dict[int, _Requests] = {}
+        self.requests: dict[str, _Requests] = {}
         self._next_pid = 0
         self.forward_passes = 0
         self.prompt_tokens = 0  # prompt tokens of every request of the finished pages ...
         self.cached_tokens = 0  # ... and how many of them the prefix cache served
 
     # ------------------------------------------------------------------ public
-    def run(self, items: Iterable[tuple[str, Any, Any]]) -> Iterator[PageResult]:
-        """Decode `(name, image, sample)` items with continuous batching; yields results as
+    def run(self, items: Iterable[tuple[str, Any, Any]]) -> Iterator[PageDecoding]:
+        """Decode `(name, image, sample)` items with continuous batching; yields records as
         pages finish (completion order). `items` may be a lazy iterator: an item is taken
         only when a page can be admitted."""
         t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as the engine counts
@@ -83,8 +90,8 @@ class VLLMRunner:
                         self._on_output(out, touched)
                     self.forward_passes += 1
                     for page in working:
-                        page.steps += 1
-                        page.timeline.append(touched.get(page.pid, []))
+                        page.record.steps += 1
+                        page.record.timeline.append(touched.get(page.pid, []))
                 for page in [p for p in self.active.values() if not p.open]:
                     yield self._retire(page)
         finally:  # stopped early or failed: leave the shared engine with no requests of ours
@@ -96,25 +103,22 @@ class VLLMRunner:
     def _admit(self, name: str, image, sample, t_submit: float) -> None:
         pic = canvas(image, self.vlm.spec.image_size)
         uuid = hashlib.blake2b(pic.tobytes(), digest_size=16).hexdigest()
-        page = _Page(pid=self._next_pid, name=name, sample=sample, image=pic, uuid=uuid, graph=DecodingGraph(),
-                     t_submit=t_submit, t_admit=time.perf_counter())
+        record = PageDecoding(name=name, sample=sample, t_submit=t_submit, t_admit=time.perf_counter())
+        page = _Requests(record=record, pid=self._next_pid, image=pic, uuid=uuid)
         self._next_pid += 1
         self.active[page.pid] = page
         root = page.graph.root(self.vlm.prompt_ids(self.strategy.mode), label="root")
         self._submit(page, root.id)
 
-    def _retire(self, page: _Page) -> PageResult:
+    def _retire(self, page: _Requests) -> PageDecoding:
         del self.active[page.pid]
         self.cached_tokens += page.cached
         self.prompt_tokens += page.prompt_tokens
-        now = time.perf_counter()
-        return PageResult(page.name, page.graph, page.steps, now - page.t_admit, page.t_admit - page.t_submit,
-                          page.flags, page.timeline, page.sample, page.drafted, page.accepted,
-                          extra={"prompt_tokens": page.prompt_tokens, "cached_prompt_tokens": page.cached},
-                          by_depth=page.by_depth)
+        page.record.extra.update(prompt_tokens=page.prompt_tokens, cached_prompt_tokens=page.cached)
+        return page.record.finish(time.perf_counter())
 
     # ------------------------------------------------------------------ requests
-    def _prompt(self, page: _Page, sid: int) -> list[int] | None:
+    def _prompt(self, page: _Requests, sid: int) -> list[int] | None:
         """The stream's ancestor context with the image prompt folded back to one `<image>`
         (vLLM's processor expands it); None when vLLM could not be given this prompt."""
         ctx = page.graph.context(sid)
@@ -123,13 +127,13 @@ class VLLMRunner:
             return None
         return [self.vlm.tokenizer.image_id] + ctx[n:]
 
-    def _submit(self, page: _Page, sid: int) -> None:
+    def _submit(self, page: _Requests, sid: int) -> None:
         g = page.graph
         ids = self._prompt(page, sid)
         if ids is None:
             g.finish(sid, "unservable prompt", cut=True)
-            page.flags.append(f"cut: stream {sid} ({g[sid].label}): its prompt holds an <image> token after the "
-                              "image, which vLLM's processor would take for a second image")
+            page.record.flags.append(f"cut: stream {sid} ({g[sid].label}): its prompt holds an <image> token after "
+                                     "the image, which vLLM's processor would take for a second image")
             return
         rid = f"{self.run_id}-{page.pid}:{sid}"
         prompt = {"prompt_token_ids": ids, "multi_modal_data": {"image": page.image},
@@ -138,7 +142,7 @@ class VLLMRunner:
             self.engine.add_request(rid, prompt, self.params)
         except ValueError as e:  # e.g. prompt longer than max_model_len
             g.finish(sid, "rejected by vLLM", cut=True)
-            page.flags.append(f"cut: stream {sid} ({g[sid].label}) rejected by vLLM: {str(e).splitlines()[0]}")
+            page.record.flags.append(f"cut: stream {sid} ({g[sid].label}) rejected by vLLM: {str(e).splitlines()[0]}")
             return
         page.open[rid] = sid
         self.requests[rid] = page
@@ -165,19 +169,17 @@ class VLLMRunner:
             self._extend(page, sid, token)
             taken += 1
         # one step gives a request its sampled token + the draft tokens vLLM accepted before it
-        page.accepted += max(0, taken - 1)
-        metrics = getattr(comp, "spec_decode_metrics", None)  # at finish, with per_request_spec_decode_metrics
-        if metrics is not None:
-            page.drafted += int(metrics.num_draft_tokens)
-            # "detailed": one (drafted, accepted) per verify step -> per-depth counts (acceptance_by_depth)
-            for d, a in zip(metrics.per_step_drafted, metrics.per_step_accepted):
-                if d:
-                    page.count_depths(DraftTree.chain([0] * d), a)  # a chain of d drafts: only its depths count
+        page.record.accepted += max(0, taken - 1)
+        _count_drafts(page.record, comp)
         if s.live and out.finished:  # vLLM stopped it for a reason of its own (e.g. max_model_len)
             page.graph.finish(sid, f"vllm: {comp.finish_reason}", cut=True)
-            page.flags.append(f"cut: stream {sid} ({s.label}) stopped by vLLM ({comp.finish_reason}: "
-                              f"{comp.stop_reason})")
-        # this stream's request, or every request of a page cut at its token budget (take_token)
+            page.record.flags.append(f"cut: stream {sid} ({s.label}) stopped by vLLM ({comp.finish_reason}: "
+                                     f"{comp.stop_reason})")
+        self._close_ended(page, out)
+
+    def _close_ended(self, page: _Requests, out) -> None:
+        """Forget the requests of the page's ended streams (`out`'s, or every request of a page
+        cut at its token budget: take_token), aborting those vLLM still runs."""
         ended = [rid for rid, k in page.open.items() if not page.graph[k].live]
         running = [rid for rid in ended if not (rid == out.request_id and out.finished)]
         if running:
@@ -186,14 +188,25 @@ class VLLMRunner:
             del page.open[rid]
             del self.requests[rid]
 
-    def _extend(self, page: _Page, sid: int, token: int) -> None:
+    def _extend(self, page: _Requests, sid: int, token: int) -> None:
         """Append one token; ends, forks and limits as the embedded engine applies them."""
-        for fork in take_token(page.graph, sid, token, self.strategy, self.cfg, page.flags):
+        for fork in take_token(page.graph, sid, token, self.strategy, self.cfg, page.record.flags):
             self._fork(page, fork)
 
-    def _fork(self, page: _Page, fork: Fork) -> None:
+    def _fork(self, page: _Requests, fork: Fork) -> None:
         g = page.graph
-        if not may_fork(g, self.cfg.max_branches, page.flags):
+        if not may_fork(g, self.cfg.max_branches, page.record.flags):
             return
         child = g.fork(fork.parent, fork.at, fork.first, fork.label)
         self._submit(page, child.id)
+
+
+def _count_drafts(record: PageDecoding, comp) -> None:
+    """A finished request's drafts (vLLM's per-request spec-decode metrics, None before it finishes)."""
+    metrics = getattr(comp, "spec_decode_metrics", None)  # at finish, with per_request_spec_decode_metrics
+    if metrics is not None:
+        record.drafted += int(metrics.num_draft_tokens)
+        # "detailed": one (drafted, accepted) per verify step -> per-depth counts (acceptance_by_depth)
+        for d, a in zip(metrics.per_step_drafted, metrics.per_step_accepted):
+            if d:
+                record.count_depths(DraftTree.chain([0] * d), a)  # a chain of d drafts: only its depths count

@@ -24,16 +24,16 @@ def read_after(runtime: Runtime, vlm, after: AfterDecoding, strategy: Strategy, 
         t_pages = time.perf_counter()
         with clock.phase(MAIN):
             main = runtime.run(vlm, strategy, samples, progress=progress, warmup=False)
-        jobs = [(rec, at, crop) for rec in main.records if rec.result is not None
-                for at, crop in after.regions(vlm, rec.result.graph, rec.result.sample)]
+        jobs = [(rec, at, crop) for rec in main.records if rec.decoding is not None
+                for at, crop in after.regions(vlm, rec.decoding.graph, rec.decoding.sample)]
         per_page = max((sum(1 for j in jobs if j[0] is rec) for rec in main.records), default=1)
         t_read = time.perf_counter()
         reads = runtime.run(vlm, after.reader, [c for _, _, c in jobs], progress=False, warmup=False,
                             in_flight=crops_in_flight(runtime, per_page))
-        read = {r.name: r.result for r in reads.records}
+        read = {r.name: r.decoding for r in reads.records}
         records = []
         for rec in main.records:
-            r = rec.result
+            r = rec.decoding
             if r is not None:
                 crops = [(at, read[c.name]) for p, at, c in jobs if p is rec]
                 decoded_at = t_pages + main.before_s + r.queue_s + r.latency_s

@@ -148,7 +148,8 @@ def _add(figures: dict, rec: PageRecord) -> PageRecord:
     """A page's stage figures into its record, once: its stage-1 steps on its critical path."""
     f = figures.pop(rec.name, None)
     if f is not None:
-        rec.steps += f.get("stage1_steps", 0)
+        if rec.decoding is not None:  # a page not decoded was not read in stage 1 either
+            rec.decoding.steps += f.get("stage1_steps", 0)
         rec.extra = {**f, **rec.extra}
     return rec
 

@@ -15,7 +15,7 @@ reading; the run's `forward_passes` counts the layout run's passes and the crops
 from __future__ import annotations
 
 from treedec.data.synth import Sample
-from treedec.engine.engine import PageResult
+from treedec.engine.page_decoding import PageDecoding
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.serialize import BLOCK, CHILD, EOS, block_layout, parse_flat
@@ -73,17 +73,17 @@ class ReadCrops:
                                           stage1_crop(image, block.bbox, grid))))
         return out
 
-    def splice(self, r: PageResult, crops: list[tuple[int, PageResult]]) -> None:
+    def splice(self, r: PageDecoding, crops: list[tuple[int, PageDecoding]]) -> None:
         splice(r, crops, self.tok)
 
 
-def splice(r: PageResult, crops: list[tuple[int, PageResult]], tok: Tokenizer) -> None:
+def splice(r: PageDecoding, crops: list[tuple[int, PageDecoding]], tok: Tokenizer) -> None:
     """Each crop's reading into the page's graph as a branch of its region's `<FORK>` (a
     region left unread gets an empty one); steps: the layout's plus the longest crop's, the
     crops' steps appended to the timeline (each branch on its own row), their flags kept."""
     g, readings = r.graph, dict(crops)
     forks = [i for i in range(g[0].prompt_len, len(g[0].tokens)) if g[0].tokens[i] == tok.fork_id]
-    rows: list[tuple[int, PageResult]] = []
+    rows: list[tuple[int, PageDecoding]] = []
     for k, at in enumerate(forks):
         child = g.fork(0, at=at, first=[tok.child_id], label=f"crop {k + 1}")
         c = readings.get(at)

@@ -64,5 +64,5 @@ class AfterDecoding(Protocol):
         sample) for each region of a decoded page to read."""
 
     def splice(self, result, reads: list[tuple[int, Any]]) -> None:
-        """Each region's reading (`(fork index, its PageResult)`) into the decoded page
-        (`treedec.engine.engine.PageResult`), its steps and timeline extended."""
+        """Each region's reading (`(fork index, its PageDecoding)`) into the decoded page
+        (`treedec.engine.page_decoding.PageDecoding`), its steps and timeline extended."""
