@@ -4,7 +4,7 @@ their own (no environment switch, no clock shared between runs)."""
 import os
 
 from treedec import phases
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.engine import PENDING
 from treedec.engine.limits import PageLimits

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.engine.engine import Engine, EngineConfig, PageResult
 from treedec.engine.pass_log import PassLog
 from treedec.parse_pages import parse_pages

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw
 
+from treedec.data.sample import Sample
 from treedec.data.synth import content as C
 from treedec.data.synth.presets import PRESETS
 from treedec.data.synth.render import draw_figure, draw_text_line, formula_image
@@ -89,14 +90,11 @@ def synth_config(knobs: dict | None = None, base: dict | None = None) -> SynthCo
 
 
 @dataclass
-class Sample:
-    """One page: its ground truth and (unless rendering was skipped) its image. `cells`
+class SynthSample(Sample):
+    """A generated page: its ground truth and (unless rendering was skipped) its image. `cells`
     maps a block's index to the glyph cell (row, col) of each character of its content
     (None for a character not drawn on the grid, e.g. the space a line break replaced);
     only blocks drawn as grid text have an entry (a training signal for grounding)."""
-    name: str
-    page: Page | None
-    image: Image.Image | None
     cells: dict[int, list[tuple[int, int] | None]] = field(default_factory=dict)
 
 
@@ -189,7 +187,7 @@ def _draw_table(cv: _Canvas, grid, x: int, y: int, col_px: list[int], row_px: in
     return (x, y, x2 + 1, y2 + 1)
 
 
-def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True) -> Sample:
+def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True) -> SynthSample:
     """The page for `seed` (same seed and config -> same page and pixels)."""
     cfg = cfg or SynthConfig()
     rng = random.Random(seed)
@@ -265,7 +263,7 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
             arr += np.random.default_rng(seed).normal(0, cfg.noise, arr.shape)
             image = Image.fromarray((np.clip(arr, 0, 1) * 255).astype(np.uint8))
         image = image.convert("RGB")
-    return Sample(name, page, image, cv.cells)
+    return SynthSample(name, page, image, cells=cv.cells)
 
 
 def _caption(rng: random.Random, cfg: SynthConfig, label: str, words: int) -> str:
