@@ -7,7 +7,7 @@ would be about measured time only); the same figures with the step costs left ou
 import pytest
 import torch
 
-from treedec.commands.run import _run
+from treedec.run_pass import run_pass
 from treedec.cost_model import project
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog
@@ -39,7 +39,7 @@ def test_every_pass_is_logged_and_rows_per_step_holds_stage_1(samples):
     vlm = ForcedModel("1m", vision_tokens=16)
     cfg = _cfg(cost_model="false")
     for strategy in ({"name": "crops"}, {"name": "hsd", "drafts": "oracle"}):
-        res = _run(strategy, vlm, samples, cfg, len(samples), progress=False)
+        res = run_pass(strategy, vlm, samples, cfg, len(samples), progress=False)
         log = res.passes
         assert log.steps + log.prefills == res.forward_passes  # the crops' and stage 1's engines included
         # each bucket holds its steps' own forward CPU seconds (beside a probe's, where a projection misses)
@@ -62,7 +62,7 @@ def test_projection_within_25_percent_of_measurement(samples, strategy):
     cfg = _cfg()
     tries = []
     for _ in range(3):
-        res = _run(strategy, vlm, samples, cfg, len(samples), progress=False)
+        res = run_pass(strategy, vlm, samples, cfg, len(samples), progress=False)
         fig = speed_figures(res)
         cm = fig["cost_model"]
         share = cm["model_measured_s"] / cm["wall_s"]
@@ -104,7 +104,7 @@ def test_probes_timed_apart_once_per_model(samples):
 
     torch.set_num_threads(1)
     vlm = ForcedModel("1m", vision_tokens=16)
-    res = _run({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
+    res = run_pass({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
     memo, mode = {}, STRATEGIES.get("padoc")(vlm.tokenizer).mode
     first = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
     assert first["bucket_points"] and all(p["time_s"] > 0 for p in first["bucket_points"])
@@ -125,7 +125,7 @@ def test_probes_whose_arenas_do_not_fit_together_are_timed_apart(samples, monkey
 
     torch.set_num_threads(1)
     vlm = ForcedModel("1m", vision_tokens=16)
-    res = _run({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
+    res = run_pass({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
     mode = STRATEGIES.get("padoc")(vlm.tokenizer).mode
     apart = []  # the probes each `_timed_apart` call timed
     timed_apart = cost_model._timed_apart

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -72,6 +73,49 @@ def concurrency_curves(rows: Sequence[Mapping], path: str | Path, title: str | N
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+def steps_histogram(results: Sequence, path: str | Path) -> Path:
+    """Critical-path forward steps per page, one histogram per run (`RunResult`s) on shared bins."""
+    fig = Figure(figsize=(6.5, 3.6))
+    ax = fig.add_subplot()
+    top = max((r.steps for res in results for r in res.records), default=1)
+    bins = np.linspace(0, top * 1.02 + 1, 30)
+    for res in results:
+        steps = [r.steps for r in res.records if r.steps]
+        ax.hist(steps, bins=bins, alpha=0.6, label=f"{res.strategy} (median {np.median(steps):.0f})" if steps else res.strategy)
+    ax.set_xlabel("critical-path forward steps per page")
+    ax.set_ylabel("pages")
+    ax.legend()
+    return _save(fig, path)
+
+
+def stream_timelines(res, n: int, path: str | Path) -> Path | None:
+    """For the first `n` pages of a run (`RunResult`) with a timeline: which stream advanced at
+    each of the page's forward steps; None (nothing drawn) when no page has one."""
+    from matplotlib.ticker import MaxNLocator
+
+    recs = [r for r in res.records if r.timeline][:n]
+    if not recs:
+        return None
+    fig = Figure(figsize=(8, 1.2 + 1.6 * len(recs)))
+    axes = fig.subplots(len(recs), 1, squeeze=False)
+    for ax, r in zip(axes[:, 0], recs):
+        xs, ys = zip(*[(step, sid) for step, sids in enumerate(r.timeline, start=1) for sid in sids])  # 1..steps
+        ax.scatter(xs, ys, s=2, marker="s", c=["tab:blue" if y == 0 else "tab:orange" for y in ys])
+        ax.set_ylabel("stream")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # streams are whole numbers
+        ax.set_title(timeline_title(r), fontsize=9)
+    axes[-1, 0].set_xlabel("forward step (stream 0 = layout / flat stream)")
+    return _save(fig, path)
+
+
+def timeline_title(r) -> str:
+    """A timeline's title, counting the steps its axis shows (the decode's); steps on the page's
+    path before decoding (HSD's stage 1, in `r.steps`) are named apart."""
+    before = r.steps - len(r.timeline)
+    return (f"{r.name}: {len(r.timeline)} steps" + (f" (+{before} before decoding)" if before > 0 else "")
+            + f", {r.generated} tokens, {r.streams} streams")
 
 
 BRANCH_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
