@@ -13,19 +13,21 @@ from treedec.engine.engine import EngineConfig
 from treedec.models.loader import checkpoint_path
 from treedec.outputs import RunOutput
 from treedec.records import RunResult
+from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
 from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 
-def run_pass(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_record=None) -> RunResult:
+def run_pass(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_record=None,
+             beside: Runtime | None = None) -> RunResult:
     """Decode `samples` with `level` pages in flight (runtime.max_pages for this run), end to
     end: every run reads its pages itself (timed as the phase "load" as the engine pulls
     them) and writes its outputs: the pass whose pages `on_record` writes as they finish
     (embedded runtime) times that as its phase "write"; any other pass is charged the time to
-    write its outputs into a scratch folder."""
+    write its outputs into a scratch folder. `beside`: a runtime whose engines the pass shares."""
     strategy = build_strategy(strategy_cfg, vlm.tokenizer)
-    res = decode_pass(strategy, vlm, samples, cfg, level, progress, on_record)
+    res = decode_pass(strategy, vlm, samples, cfg, level, progress, on_record, beside)
     res = res if on_record and res.phases.get("write") else charge_write(res)
     if res.passes is not None and cfg.get("cost_model", False):  # projected_pages_per_s (treedec.cost_model)
         costs = calibrate(vlm, strategy.mode, samples, res.passes, level, dense_waste(cfg))
@@ -33,11 +35,16 @@ def run_pass(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True,
     return res
 
 
-def decode_pass(strategy, vlm, samples, cfg, level: int, progress: bool, on_record=None) -> RunResult:
-    """One pass on the configured runtime (`runtime=embedded|vllm`) with `level` pages in flight."""
-    runtime = make_runtime(OmegaConf.merge(cfg.runtime, {"max_pages": level}), checkpoint_path(cfg.model))
-    return run_strategy(runtime, vlm, strategy, samples, progress=progress,
-                        cold_drafts=bool(cfg.get("cold_drafts", True)), on_record=on_record)
+def decode_pass(strategy, vlm, samples, cfg, level: int, progress: bool, on_record=None,
+                beside: Runtime | None = None) -> RunResult:
+    """One pass on the configured runtime (`runtime=embedded|vllm`) with `level` pages in flight
+    (sharing the engines of `beside`, when given)."""
+    runtime = make_runtime(OmegaConf.merge(cfg.runtime, {"max_pages": level}), checkpoint_path(cfg.model), beside)
+    try:
+        return run_strategy(runtime, vlm, strategy, samples, progress=progress,
+                            cold_drafts=bool(cfg.get("cold_drafts", True)), on_record=on_record)
+    finally:
+        runtime.close()  # its own engines only: those of `beside` are its to close
 
 
 def charge_write(res: RunResult) -> RunResult:

@@ -24,6 +24,7 @@ from treedec.report_lead import lead_rows, why
 from treedec.report_tables import level_rows, phase_rows, print_levels, print_summary
 from treedec.run_pass import run_pass
 from treedec.run_summary import run_summary, runtime_notes
+from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
 
@@ -32,18 +33,25 @@ __all__ = ["main"]
 
 def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(int(cfg.runtime.threads))
-    steps_counted = make_runtime(cfg.runtime).steps_counted  # checks the runtime's config before any page is read
+    runtime = make_runtime(cfg.runtime)  # checks the runtime's config before any page is read
+    try:  # every pass shares the engines it starts (vLLM's), closed at the end
+        return _run(cfg, out, runtime)
+    finally:
+        runtime.close()
+
+
+def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
     alerts = _say(model_notes(cfg))  # said once, on stderr, in summary.json and at the top of the report
     names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
-    by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out)
+    by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out, runtime)
     quality, per_page_q = quality_figures(results[0])
     _write_pages(out, results[0], per_page_q)
     summary = run_summary(results, names, by_level, quality, pages=len(samples),
                           inputs=input_figures(samples, results[0].records), concurrency=levels[-1],
-                          steps_counted=steps_counted, forced=vlm.forced, alerts=alerts,
+                          steps_counted=runtime.steps_counted, forced=vlm.forced, alerts=alerts,
                           runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))
     write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in results[0].records})
     plots, notes = _plots(out, results, by_level, levels, len(samples), int(cfg.timelines))
@@ -65,10 +73,11 @@ def _say(notes: list[str], prefix: str = "") -> list[str]:
     return notes
 
 
-def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: RunOutput):
+def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: RunOutput, runtime: Runtime):
     """Every strategy (`names`: the configured one, then the compared one) at every level; the
     configured strategy's pages at the largest level are written as they finish, so an
-    interrupted run keeps them. The by-concurrency rows and the results at the largest level."""
+    interrupted run keeps them; every pass shares `runtime`'s engines. The by-concurrency rows and
+    the results at the largest level."""
     strategies = [cfg.strategy] + ([{"name": cfg.compare}] if cfg.compare else [])
     written: dict[str, Any] = {}
 
@@ -79,7 +88,8 @@ def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: 
     try:
         by_level, results_by_level = measure_levels(
             lambda i, level, progress: run_pass(strategies[i], vlm, samples, cfg, level, progress,
-                                                on_record=write if (i, level) == (0, levels[-1]) else None),
+                                                on_record=write if (i, level) == (0, levels[-1]) else None,
+                                                beside=runtime),
             names, levels)
     except KeyboardInterrupt:
         interrupted(cfg, out, samples, written)

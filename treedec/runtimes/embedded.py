@@ -66,3 +66,6 @@ class EmbeddedRuntime:
 
     def run(self, vlm, strategy: Strategy, samples: Iterable[Sample], **kwargs) -> RunResult:
         return parse_pages(vlm, strategy, samples, self, **kwargs)
+
+    def close(self) -> None:
+        """Nothing to release: each `decode` builds its engine and drops it."""
