@@ -118,6 +118,55 @@ def timeline_title(r) -> str:
             + f", {r.generated} tokens, {r.streams} streams")
 
 
+def depth_histograms(rows: Sequence[Mapping], path: str | Path) -> Path:
+    """`depth`'s pages: sequential and fork depths on shared bins, and the depth reduction."""
+    seq = [r["sequential_depth"] for r in rows]
+    fork = [r["fork_depth"] for r in rows]
+    red = [100 * r["reduction"] for r in rows]
+    fig = Figure(figsize=(10, 3.6))
+    a, b = fig.subplots(1, 2)
+    bins = np.linspace(0, max(seq) * 1.02 + 1, 30)
+    a.hist(seq, bins=bins, alpha=0.6, label=f"sequential (median {np.median(seq):.0f})")
+    a.hist(fork, bins=bins, alpha=0.6, label=f"fork (median {np.median(fork):.0f})")
+    a.set_xlabel("decoding depth (forward steps)")
+    a.set_ylabel("pages")
+    a.legend()
+    b.hist(red, bins=20, color="tab:green")
+    b.axvline(np.median(red), color="k", ls="--", label=f"median {np.median(red):.1f}%")
+    b.set_xlabel("depth reduction 1 - fork/sequential (%)")
+    b.legend()
+    fig.suptitle(f"Oracle decoding depth over {len(rows)} pages")
+    return _save(fig, path)
+
+
+def training_curves(history: Sequence[Mapping], path: str | Path) -> Path:
+    """`train`'s loss (log) and teacher-forced token accuracy by step, each with a running mean,
+    the curriculum's stage changes marked."""
+    fig = Figure(figsize=(10, 3.6))
+    a, b = fig.subplots(1, 2)
+    rows = [h for h in history if h.get("loss", 0) > 0]  # none during the vision-only grounding warm-up
+    steps = np.array([h["step"] for h in rows])
+    for ax, key in ((a, "loss"), (b, "token_acc")):
+        y = np.array([h[key] for h in rows])
+        ax.plot(steps, y, lw=0.5, alpha=0.35, color="C0")
+        k = min(25, len(y))
+        if k > 1:  # a running mean over k logged points
+            ax.plot(steps[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), lw=1.4, color="C0")
+        ax.set_xlabel("step")
+    if history and rows and rows[0]["step"] > history[0]["step"]:
+        fig.suptitle(f"text losses start at step {rows[0]['step']} (vision-only grounding warm-up before)", fontsize=8)
+    a.set_yscale("log")
+    a.set_ylabel("training loss (per token)")
+    b.set_ylabel("teacher-forced token accuracy")
+    b.set_ylim(0, 1)
+    changes = [h for prev, h in zip(history, history[1:]) if h.get("stage") != prev.get("stage")]
+    for i, h in enumerate(changes):  # curriculum stage changes; labels staggered so close ones stay legible
+        for ax in (a, b):
+            ax.axvline(h["step"], color="grey", ls=":", lw=0.8)
+        b.annotate(f" stage {h.get('stage')}", (h["step"], 0.02 + 0.06 * (i % 3)), fontsize=7, color="grey")
+    return _save(fig, path)
+
+
 BRANCH_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
                   "#7f7f7f"]
 
