@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from treedec.commands.run import charge_write, phase_rows
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
@@ -38,6 +37,8 @@ from treedec.models.loader import load_vlm
 from treedec.models.vlm import VLMSpec
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
+from treedec.report_tables import phase_rows
+from treedec.run_pass import charge_write
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.stages import run_strategy
 from treedec.speed import add_ratios, concurrency_levels, measure_levels

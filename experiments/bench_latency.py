@@ -90,7 +90,7 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from bench_engine import _strategy_cfg
-    from treedec.commands.run import charge_write
+    from treedec.run_pass import charge_write
     from treedec.data.synth import SynthConfig, generate_page
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_vlm

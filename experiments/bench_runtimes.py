@@ -45,7 +45,8 @@ def main(argv=None) -> dict:
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm_engine import VLLMEngines
     from treedec.stages import run_strategy
     from treedec.strategies.base import STRATEGIES
 
@@ -58,16 +59,16 @@ def main(argv=None) -> dict:
     samples = [generate_page(args.seed + i, SynthConfig(**page)) for i in range(args.pages)]
     rows = []
     t_start = time.perf_counter()
+    engines = VLLMEngines()  # one engine per engine config, shared by every level and strategy
     for name in args.strategies:
         strategy = STRATEGIES.get(name)(vlm.tokenizer)
         for c in args.concurrency:
             with torch.inference_mode():  # the KV arena (027c611) fails to grow outside it between pages
                 embedded = EmbeddedRuntime(EngineConfig(max_pages=c, max_new_tokens=args.max_new))
                 emb = run_strategy(embedded, vlm, strategy, samples, progress=False)
-            vll = parse_pages_vllm(vlm, strategy, samples,
-                                   VLLMConfig(max_pages=c, max_new_tokens=args.max_new, max_num_batched_tokens=8192,
-                                              threads=args.threads),
-                                   model_path=args.model, progress=False)
+            vll = VLLMRuntime(VLLMConfig(max_pages=c, max_new_tokens=args.max_new, max_num_batched_tokens=8192,
+                                         threads=args.threads), args.model, engines).run(vlm, strategy, samples,
+                                                                                        progress=False)
             same = sum(a.text == b.text for a, b in zip(emb.records, vll.records))
             same_steps = sum(a.steps == b.steps for a, b in zip(emb.records, vll.records))
             fe, fv = figures(emb), figures(vll)
@@ -84,6 +85,7 @@ def main(argv=None) -> dict:
                   f"vllm/embedded {r['vllm_over_embedded_pages_per_s']:.2f}x | "
                   f"median steps {fe['median_steps']:.0f}/{fv['median_steps']:.0f} | "
                   f"prefix-cache hit {r['vllm_prefix_cache_hit']:.2f}", flush=True)
+    engines.close()
     base = {(r["concurrency"], "embedded"): r["embedded"]["pages_per_s"] for r in rows if r["strategy"] == "sequential"}
     base.update({(r["concurrency"], "vllm"): r["vllm"]["pages_per_s"] for r in rows if r["strategy"] == "sequential"})
     for r in rows:

@@ -64,7 +64,7 @@ VIT_SIDES = (16, 32, 48)  # patches per side of the ViT's timed images (256, 102
 
 def jobs(sweep: Path) -> list[dict]:
     """Every job of a sweep with its cost model: strategy, level, pages, measured figures, its config."""
-    from treedec.recalibrate import read_job
+    from recalibrate import read_job
 
     out = []
     for path in sorted(sweep.rglob("summary.json")):
@@ -91,7 +91,7 @@ def size_costs(found: list[dict], size: str, budget_s: float, overrides: dict | 
     import gc
 
     from treedec.engine.pass_log import PassLog
-    from treedec.recalibrate import load_job_model, recalibrate
+    from recalibrate import load_job_model, recalibrate
 
     vlm, samples = load_job_model(found[0]["cfg"], size, overrides)
     memo, out = {}, {}

@@ -6,7 +6,7 @@ labelled so wherever it is reported: the run's measured pages/s came from the co
     python experiments/reproject.py runs/exp-forced-0.1b-gqa/strategy=sequential [--budget 60] [--out FILE]
 
 Reads the job's config.yaml (model, data, strategy, runtime), times the probes as this checkout's
-calibration picks them (`treedec.recalibrate`, same budget rule unless --budget; a run made before
+calibration picks them (experiments/recalibrate.py, same budget rule unless --budget; a run made before
 a change of the rule timed other buckets), projects
 (`project`) with the run's measured engine and other seconds, and prints (and writes with --out)
 the measured pages/s, the run's projection, the re-projection, the share of the run's step forwards
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from treedec.cost_model import project, step_share
 from treedec.engine.pass_log import PassLog
-from treedec.recalibrate import load_job_model, read_job, recalibrate
+from recalibrate import load_job_model, read_job, recalibrate
 
 
 def main() -> None:

@@ -85,3 +85,14 @@ def synth_pages():
 
     cfgs = [SynthConfig(), SynthConfig(columns="two", width=512, height=640), SynthConfig(columns="one", text_mode="random")]
     return [generate_page(s, cfgs[s % 3], render=False).page for s in range(60)]
+
+
+@pytest.fixture(scope="session")
+def vllm_engines():
+    """The vLLM engines of the session's vLLM runs (`VLLMEngines`: one takes 20-90 s to start),
+    shared by every test module's runtimes and closed after the last."""
+    from treedec.runtimes.vllm_engine import VLLMEngines
+
+    engines = VLLMEngines()
+    yield engines
+    engines.close()

@@ -6,7 +6,7 @@ machine: `experiments/bench_cost_model.py` measures it (docs/forced.md, "The cos
 import pytest
 import torch
 
-from treedec.commands.run import _run
+from treedec.run_pass import run_pass
 from treedec.cost_model import project
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog
@@ -38,7 +38,7 @@ def test_every_pass_is_logged_and_rows_per_step_holds_stage_1(samples):
     vlm = ForcedModel("1m", vision_tokens=16)
     cfg = _cfg(cost_model="false")
     for strategy in ({"name": "crops"}, {"name": "hsd", "drafts": "oracle"}):
-        res = _run(strategy, vlm, samples, cfg, len(samples), progress=False)
+        res = run_pass(strategy, vlm, samples, cfg, len(samples), progress=False)
         log = res.passes
         assert log.steps + log.prefills == res.forward_passes  # the crops' and stage 1's engines included
         # each bucket holds its steps' own forward CPU seconds (beside a probe's, where a projection misses)
@@ -61,7 +61,7 @@ def test_a_run_asked_for_the_cost_model_carries_its_projection(samples, strategy
     step costs left out read faster (the step costs are in the projection)."""
     torch.set_num_threads(1)
     vlm = ForcedModel("1m", vision_tokens=16)
-    res = _run(strategy, vlm, samples, _cfg(cost_model="true"), len(samples), progress=False)
+    res = run_pass(strategy, vlm, samples, _cfg(cost_model="true"), len(samples), progress=False)
     fig = speed_figures(res)
     cm = fig["cost_model"]
     assert fig["projected_pages_per_s"] > 0 and fig["pages_per_s"] > 0
@@ -102,7 +102,7 @@ def test_probes_timed_apart_once_per_model(samples):
 
     torch.set_num_threads(1)
     vlm = ForcedModel("1m", vision_tokens=16)
-    res = _run({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
+    res = run_pass({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
     memo, mode = {}, STRATEGIES.get("padoc")(vlm.tokenizer).mode
     first = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
     assert first["bucket_points"] and all(p["time_s"] > 0 for p in first["bucket_points"])
@@ -123,7 +123,7 @@ def test_probes_whose_arenas_do_not_fit_together_are_timed_apart(samples, monkey
 
     torch.set_num_threads(1)
     vlm = ForcedModel("1m", vision_tokens=16)
-    res = _run({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
+    res = run_pass({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
     mode = STRATEGIES.get("padoc")(vlm.tokenizer).mode
     apart = []  # the probes each `_timed_apart` call timed
     timed_apart = cost_model._timed_apart

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from treedec.commands.run import quality_figures, truth_text_edit
+from treedec.quality import quality_figures, truth_text_edit
 from treedec.data import open_dataset
 from treedec.engine.draft import DraftTree
 from treedec.engine.forced import ForcedChoice
@@ -84,7 +84,7 @@ def test_mtp_is_refused_in_one_line(forced):
 
 
 def test_a_page_without_ground_truth_is_a_user_error(forced):
-    from treedec.data.synth import Sample
+    from treedec.data.sample import Sample
 
     s = next(iter(open_dataset({**SYNTH, "pages": 1})))
     with pytest.raises(UserError, match="ground truth"):

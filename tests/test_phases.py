@@ -3,8 +3,10 @@ merged into one run whose phases add up to its wall time; cold drafts from an em
 their own (no environment switch, no clock shared between runs)."""
 import os
 
+from PIL import Image
+
 from treedec import phases
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.engine import PENDING
 from treedec.engine.limits import PageLimits
@@ -125,7 +127,7 @@ def test_the_warm_up_runs_every_stage_with_drafts_of_its_own(monkeypatch):
     monkeypatch.setattr(phases.time, "perf_counter", t)
     runtime, before = FakeRuntime(t), FakeBefore(t)
     strategy = Strategy("pages", "flat", TOK, flat_target, before=before)
-    samples = [Sample(f"p{i}", None, "an image") for i in range(2)]
+    samples = [Sample(f"p{i}", None, Image.new("RGB", (8, 8))) for i in range(2)]
     res = run_strategy(runtime, None, strategy, samples, progress=False)
     assert [n for n, _ in runtime.runs] == ["reads", "pages", "reads", "pages"]
     assert runtime.runs[1][1] == ["p0"] and res.warmup_s == 2.5

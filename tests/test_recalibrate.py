@@ -1,4 +1,4 @@
-"""`treedec.recalibrate`: a finished job's counts timed again in a later process from its folder
+"""experiments/recalibrate.py: a finished job's counts timed again in a later process from its folder
 (experiments/reproject.py, experiments/break_even.py), with the job's own model or another size:
 the same buckets the run timed, each probed, and a larger model's probes cost more."""
 import subprocess
@@ -9,10 +9,12 @@ import torch
 
 from treedec.cost_model import project
 from treedec.engine.pass_log import PassLog
-from treedec.recalibrate import load_job_model, read_job, recalibrate
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 from test_run import PAGES
+
+_script = load_script("experiments/recalibrate.py")
+load_job_model, read_job, recalibrate = _script.load_job_model, _script.read_job, _script.recalibrate
 
 FORCED = ["model=forced", "model.size=1m", "model.vision_tokens=16", "runtime.threads=1", "data.pages=2"]
 
@@ -20,7 +22,8 @@ FORCED = ["model=forced", "model.size=1m", "model.vision_tokens=16", "runtime.th
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("job")
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", *FORCED, "strategy=padoc", *PAGES, f"out={out}"],
+    r = subprocess.run([sys.executable, "-m", "treedec", "run", *FORCED, "strategy=padoc", "cost_model=true", *PAGES,
+                        f"out={out}"],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return out

@@ -98,7 +98,7 @@ def test_ratios_are_coloured_by_direction_and_the_lead_says_why_steps_and_wall_t
 def test_a_timeline_title_counts_the_steps_its_axis_shows():
     """HSD's stage-1 steps are on a page's path (`steps`) but not on its decode timeline: the
     title names them apart instead of counting them as the axis's steps."""
-    from treedec.commands.run import timeline_title
+    from treedec.plots import timeline_title
     from treedec.engine.page_decoding import PageDecoding
     from treedec.page import Page
     from treedec.records import PageRecord

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT
-from treedec.commands import run as run_mod
+from treedec.quality import QUALITY_KEYS
 from treedec.errors import UserError
 from treedec.speed import concurrency_levels
 
@@ -58,9 +58,9 @@ def test_run_writes_the_outputs_contract(tmp_path):
     assert s["attention_steps"] > 0 and s["attention_padding"] >= 1.0
     assert "Where the wall time went" in report
     # the baseline's quality has the strategy's figures (TEDS too), not a subset: measured where the strategy's are
-    measured = [k for k in run_mod.QUALITY_KEYS if s[k] is not None]
+    measured = [k for k in QUALITY_KEYS if s[k] is not None]
     assert "text_edit" in measured and "layout_f1" in measured and len(measured) > 2
-    assert [k for k in run_mod.QUALITY_KEYS if s["baseline"][k] is not None] == measured
+    assert [k for k in QUALITY_KEYS if s["baseline"][k] is not None] == measured
 
 
 def test_drafting_is_timed_from_a_cold_cache(tmp_path):

@@ -72,8 +72,8 @@ def test_serving_files_expand_one_image_into_our_prompt():
 
 
 @pytest.fixture(scope="module")
-def both_runtimes():
-    """Each strategy's pages on both runtimes (one vLLM engine for the module)."""
+def both_runtimes(vllm_engines):
+    """Each strategy's pages on both runtimes (one vLLM engine, the session's)."""
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
@@ -85,8 +85,8 @@ def both_runtimes():
     for name in ("sequential", "padoc", "crops"):  # crops: its layout pass and its crops' reads, each a vLLM run
         strategy = STRATEGIES.get(name)(vlm.tokenizer)
         emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)), vlm, strategy, samples)
-        vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm, strategy,
-                           samples)
+        vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE, vllm_engines), vlm,
+                           strategy, samples)
         out[name] = (emb, vll)
     return out
 

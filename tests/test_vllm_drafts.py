@@ -136,7 +136,7 @@ def _reversed_contents(page):
 
 
 @pytest.fixture(scope="module")
-def drafted_runs():
+def drafted_runs(vllm_engines):
     """(embedded base run, {drafts kind: vLLM drafted run}) per drafted strategy; each run a
     (RunResult, token ids per page) pair (`run_with_ids`)."""
     _vllm_or_skip()
@@ -156,8 +156,8 @@ def drafted_runs():
             for s, rec in zip(drafted, emb[0].records):
                 s.page = make(rec.page)  # drafts=oracle drafts from the sample's page
             strategy = build_strategy({"name": name, "drafts": "oracle", "stage1": False}, vlm.tokenizer)
-            runs[kind] = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE), vlm,
-                                      strategy, drafted)
+            runs[kind] = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE,
+                                                  vllm_engines), vlm, strategy, drafted)
         out[name] = (emb, runs)
     return out
 
@@ -185,16 +185,14 @@ def test_vllm_drafted_pages_equal_the_base_strategys(drafted_runs, name, kind):
 
 
 @pytest.mark.xdist_group("vllm")
-def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs):
-    from treedec.runtimes.vllm_engine import _ENGINES
-
-    stores = [e.drafts for e in _ENGINES.values() if e.drafts is not None]
+def test_drafted_strategies_share_one_engine_whose_store_is_cleared(drafted_runs, vllm_engines):
+    stores = [e.drafts for e in vllm_engines.engines.values() if e.drafts is not None]
     assert len(stores) == 1
     assert stores[0].read().drafts == []  # a finished run leaves no drafts behind
 
 
 @pytest.fixture(scope="module")
-def stage1_runs(drafted_runs):
+def stage1_runs(drafted_runs, vllm_engines):
     """`hsd` with stage 1 (oracle drafts = the model's own pages) on both runtimes, 2 pages:
     per runtime (RunResult, ids per page, the drafts stage 2 verified: [stage-1 page, draft])."""
     from treedec.engine.engine import EngineConfig
@@ -209,7 +207,7 @@ def stage1_runs(drafted_runs):
         s.page = rec.page
     out = {}
     for runtime in (EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=4)),
-                    VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE)):
+                    VLLMRuntime(VLLMConfig(max_new_tokens=MAX_NEW, max_pages=4), FIXTURE, vllm_engines)):
         strategy = build_strategy({"name": "hsd", "drafts": "oracle"}, vlm.tokenizer)
         pages = strategy.drafter.inner  # draft_len=adaptive: the page drafts inside
         runs, made = [], pages.for_run

@@ -47,12 +47,14 @@ def test_served_head_drafts_the_embedded_chain(shipped):
     `MTPDraftModel.chain` drafts after the token the base model picks from it."""
     from safetensors.torch import load_file
 
+    from treedec.runtimes.vllm_engine import VLLMEngines
     from treedec.runtimes.vllm_mtp import MTPHeadForVLLM, draft_dir
 
     vlm, _ = shipped
     d = _bound(vlm)
-    folder = draft_dir(vlm, d, 4)
-    assert draft_dir(vlm, _bound(vlm), 4) == folder  # one folder per head and K: the engine cache's key
+    engines = VLLMEngines()
+    folder = draft_dir(vlm, d, 4, engines)
+    assert draft_dir(vlm, _bound(vlm), 4, engines) == folder  # one folder per head and K: the engine cache's key
     hf = types.SimpleNamespace(**json.loads((folder / "config.json").read_text()))
     cfg = types.SimpleNamespace(speculative_config=types.SimpleNamespace(
         draft_model_config=types.SimpleNamespace(hf_config=hf)))
@@ -66,10 +68,12 @@ def test_served_head_drafts_the_embedded_chain(shipped):
         last = d.model.lm_head(hidden).argmax(-1).tolist()
     assert got == [d.model.chain(h, t, 4) for h, t in zip(hidden, last)]
     assert len({tuple(c) for c in got}) > 1  # not one constant chain
+    engines.close()
+    assert not folder.exists()  # the runtime's folders go with it
 
 
 @pytest.fixture(scope="module")
-def runs(shipped):
+def runs(shipped, vllm_engines):
     """Per MTP strategy: its vLLM run, the base's vLLM run and the base's embedded run, each
     (RunResult, ids per page)."""
     _vllm_or_skip()
@@ -84,7 +88,8 @@ def runs(shipped):
     for name, base in (("mtp", "sequential"), ("hpd", "padoc")):
         def run(runtime, strategy):
             return run_with_ids(runtime, vlm, build_strategy({"name": strategy}, vlm.tokenizer), samples)
-        out[name] = (run(VLLMRuntime(cfg, SHIPPED), name), run(VLLMRuntime(cfg, SHIPPED), base),
+        out[name] = (run(VLLMRuntime(cfg, SHIPPED, vllm_engines), name),
+                     run(VLLMRuntime(cfg, SHIPPED, vllm_engines), base),
                      run(EmbeddedRuntime(EngineConfig(max_new_tokens=MAX_NEW, max_pages=PAGES)), base))
     return out
 

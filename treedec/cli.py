@@ -136,43 +136,10 @@ def _seed(seed) -> None:
 def _task(command: str):
     def task(cfg) -> None:
         from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        from treedec import store
-        from treedec.loggers import log_outputs, make_logger
-        from treedec.outputs import RunOutput
 
         hc = HydraConfig.get()
-        sweep = hc.mode == RunMode.MULTIRUN
         try:
-            job = None
-            if command in store.STORED:  # the results store: a finished job of a sweep is not rerun
-                job = store.Job.of(cfg, command, hc.runtime.output_dir, hc.sweep.dir if sweep else hc.runtime.output_dir,
-                                   list(hc.overrides.task))
-                found = job.done() if sweep and not cfg.get("force") else None
-                if found is not None:
-                    print(f"done, not rerun: {found} (+force=true recomputes)")
-                    return
-            if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
-                summary = _in_fresh_process(command, list(hc.overrides.task), hc.runtime.output_dir)  # for those before it
-                if job is not None:
-                    job.record(summary)
-                return
-            module = importlib.import_module(f"treedec.commands.{command}")
-            if cfg.get("seed") is not None:
-                _seed(int(cfg.seed))
-            out = RunOutput(hc.runtime.output_dir, cfg)
-            summary = module.main(cfg, out)
-            if summary is not None:
-                if "meta" not in summary:  # commands that write their own summary return it with meta
-                    summary = out.summary(summary, command)
-                logger = make_logger(cfg.get("logger"), out.dir, cfg, group=Path(hc.sweep.dir).name if sweep else None,
-                                     name=hc.job.override_dirname or None)
-                log_outputs(logger, summary, out.dir)  # scalars; with W&B also plots, tables, report.html
-                logger.finish()
-                if job is not None:
-                    job.record(summary)
-                print(f"wrote {out.dir}/summary.json")
+            _job(command, cfg, hc)
         except UserError as e:
             from treedec.outputs import discard_start
 
@@ -180,6 +147,54 @@ def _task(command: str):
             _fail(str(e))
 
     return task
+
+
+def _job(command: str, cfg, hc) -> None:
+    """One job of `command` (Hydra's config `hc`): not rerun where the results store holds it
+    done (a sweep's, unless +force=true), run in a process of its own (a sweep's, with
+    fresh_process=true) or here; its summary recorded in the store."""
+    from hydra.types import RunMode
+
+    from treedec import store
+
+    sweep = hc.mode == RunMode.MULTIRUN
+    job = None
+    if command in store.STORED:  # the results store: a finished job of a sweep is not rerun
+        job = store.Job.of(cfg, command, hc.runtime.output_dir, hc.sweep.dir if sweep else hc.runtime.output_dir,
+                           list(hc.overrides.task))
+        found = job.done() if sweep and not cfg.get("force") else None
+        if found is not None:
+            print(f"done, not rerun: {found} (+force=true recomputes)")
+            return
+    if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
+        summary = _in_fresh_process(command, list(hc.overrides.task), hc.runtime.output_dir)  # for those before it
+    else:
+        summary = _run_here(command, cfg, hc, sweep)
+    if job is not None and summary is not None:
+        job.record(summary)
+
+
+def _run_here(command: str, cfg, hc, sweep: bool) -> dict | None:
+    """`command` run in this process: its summary written (with meta) and logged (scalars; with
+    W&B also plots, tables, report.html)."""
+    from treedec.loggers import log_outputs, make_logger
+    from treedec.outputs import RunOutput
+
+    module = importlib.import_module(f"treedec.commands.{command}")
+    if cfg.get("seed") is not None:
+        _seed(int(cfg.seed))
+    out = RunOutput(hc.runtime.output_dir, cfg)
+    summary = module.main(cfg, out)
+    if summary is None:
+        return None
+    if "meta" not in summary:  # commands that write their own summary return it with meta
+        summary = out.summary(summary, command)
+    logger = make_logger(cfg.get("logger"), out.dir, cfg, group=Path(hc.sweep.dir).name if sweep else None,
+                         name=hc.job.override_dirname or None)
+    log_outputs(logger, summary, out.dir)
+    logger.finish()
+    print(f"wrote {out.dir}/summary.json")
+    return summary
 
 
 def _in_fresh_process(command: str, overrides: list[str], out: str) -> dict:

@@ -1,5 +1,5 @@
-"""The cost model, checked against measurement in every run: `projected_pages_per_s` beside
-`pages_per_s` (issue 32.4).
+"""The cost model, asked for with `cost_model=true`: `projected_pages_per_s` beside
+`pages_per_s`, checked against the run's own measurement.
 
 A run's wall time, split by what decides it:
 
@@ -21,8 +21,8 @@ a forced model they do not depend on the model's size. The times are calibrated 
 process right after the run (`calibrate`: 5 % of the run's forward time, 2 to 60 s): forwards
 of the run's model on a random KV arena, and prefills of the run's own first page prompts
 (which hold the vision encoder where the model has one), called in turn, round after round,
-so that a burst of load falls on all of them. A step's time is not linear in its rows (on
-this CPU a 1M model's step of 2 or 3 rows costs more than one of 4), hence the timed row counts.
+so that a burst of load falls on all of them. A step's time need not be linear in its rows
+(docs/forced.md, the cost model), hence the timed row counts.
 
 So `projected_pages_per_s` checks the step-cost model against the real forwards: the engine
 and other times are measured, and the projection's error is the model's (`model_s` projected
@@ -94,9 +94,7 @@ def _timed_apart(makers: list, device: torch.device, budget_s: float, rounds: in
     """`_timed` for probes that do not fit in memory together: each of `makers` (callables returning
     (probe, what it built)) is built, timed alone and freed before the next. Its first call is
     untimed unless it took over `LONG_S` (a long call needs no warm-up, and a second would cost as
-    much); then at least one timed call, at most `rounds`, within its share of `budget_s`. At 1 s
-    (until 2026-12-04) a cold first call of 2 s was counted: table_rows' 12-page probes at 30m read
-    2.1-2.85 CPU-s against the run's 0.95-1.10 a step (a re-projection 28 % low)."""
+    much); then at least one timed call, at most `rounds`, within its share of `budget_s`."""
     clock, out = _clock(device), []
     for make in makers:
         fn, built = make()
@@ -118,9 +116,8 @@ def _fit(xs: list[list[float]], ts: list[float]) -> list[float]:
 
 def fit_steps(points: list[dict]) -> tuple[float, float, float]:
     """(a, b, c) of a step's time a + b x rows + c x attention elements, each >= 0 (a step costs no less
-    for more rows or keys), least squares on timed steps (`rows`, `attention`, `time_s`). Unbounded, five
-    points around the run's mean gave b < 0 and projected 120-row steps at less than nothing (crops at 30m,
-    2026-12-03); the timed buckets are in the fit too: the run's own kinds of step, and farther apart."""
+    for more rows or keys), least squares on timed steps (`rows`, `attention`, `time_s`): the timed
+    buckets and the grid around the run's mean, columns scaled alike for nnls's absolute tolerance."""
     from scipy.optimize import nnls
 
     x = np.array([[1.0, d["rows"], d["attention"]] for d in points])
@@ -134,9 +131,7 @@ def fit_steps(points: list[dict]) -> tuple[float, float, float]:
 def timed_buckets(log: PassLog) -> list[str]:
     """The buckets whose steps are timed: by their steps' forward CPU seconds in the run (their rows
     where a log has no times), most first, until they hold `TIMED_SHARE` of all, at least `TIMED_MIN`
-    and at most `TIMED_MAX` of them; a line fitted on them stands for the others. The 8 buckets with
-    the most steps (the rule until 2026-12-03) held 30-44 % of HSD's step forwards at 30m (151 buckets:
-    stage 1 and drafts of every length); 80 % took 33-38 buckets there, 8-19 for the other strategies."""
+    and at most `TIMED_MAX` of them; a line fitted on them stands for the others."""
     cpu = log.by_rows_forward_cpu_s
     by_cpu = bool(cpu) and cpu.keys() == log.by_rows.keys() and sum(cpu.values()) > 0
     weight = {b: float(cpu[b] if by_cpu else v[2]) for b, v in log.by_rows.items()}
@@ -217,75 +212,115 @@ def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: fl
     adapter = vlm.adapter()
     dev = next(adapter.model.parameters()).device
     costs: dict[str, Any] = {"clock": "wall" if dev.type == "cuda" else "cpu"}
-    makers, kinds = [], []  # makers: () -> (probe, what it built); kinds: (kind, its figures, memo key)
-
-    def add_step(kind: str, pages_: float, rows_: float, keys_: float, blocked: bool | None = None, **extra) -> None:
-        # keys_: attention elements a row; a dense step's span the arena (every page), a blocked step's its page
-        P = max(1, min(pages, round(pages_), round(rows_)))
-        blocked = (P > dense_waste if blocked is None else blocked) and P > 1  # one page: the dense mask is its block
-        blocked = blocked and adapter.supports_blocks  # the engine's rule: such a model's steps are all dense
-        r, k = max(P, round(rows_)), max(8, round(keys_ / (1 if blocked else P)))
-
-        def make(P=P, r=r, k=k, blocked=blocked):
-            fn, attn = step_probe(adapter, P, r, k, dense_waste, blocked=blocked)
-            return fn, {"attention": attn}
-        makers.append(make)
-        kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked, **extra},
-                      ("step", P, r, k, blocked)))
-
-    if log.steps:  # the buckets that held most step time, each at its steps' mean pages and keys; a grid for the rest
-        marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
-        buckets = timed_buckets(log)
-        costs["timed_share"] = step_share(log, buckets)
-        for b in buckets:
-            n, pg, rw, at = log.by_rows[b]
-            # beside the probe's time: what the run's own steps of the bucket cost (CPU seconds a step), to see where
-            # a projection misses
-            cpu = log.by_rows_forward_cpu_s.get(b)
-            add_step("bucket", pg / n, rw / n, at / rw, blocked=str(b).endswith("b") if marked else None, bucket=b,
-                     run_cpu_s=cpu / n if cpu is not None else None)
-        rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
-        if len(buckets) < len(log.by_rows):
-            for fr, fk in STEP_GRID:
-                add_step("step", P, fr * rows, fk * keys)
+    probes = _Probes(adapter, pages, dense_waste)
+    if log.steps:
+        costs["timed_share"] = _add_steps(probes, log)
     if log.prefills:
-        for s in samples:
-            if getattr(s, "image", None) is not None:
-                prompt = vlm.prompt(s.image, mode)
-                makers.append(lambda pr=prompt: ((lambda: adapter.prefill(pr)), {}))
-                kinds.append(("prefill", {"tokens": len(prompt.ids)}, ("prefill", len(prompt.ids))))
-            if sum(k == "prefill" for k, *_ in kinds) == 3:
-                break
+        _add_prefills(probes, vlm, mode, samples)
     budget = budget_s if budget_s is not None else min(60.0, max(2.0, 0.05 * log.forward_s))
     memo = {} if memo is None else memo
-    todo = [i for i, (_, _, key) in enumerate(kinds) if key not in memo]
-    text = adapter.text_config
-    slot_bytes = 2 * text.num_hidden_layers * text.num_key_value_heads * text.head_dim * adapter.dtype.itemsize
-    probes = [kinds[i][2][1:4] for i in todo if kinds[i][2][0] == "step"]  # (pages, rows, keys a page)
-    arenas = sum((P * k + r) * slot_bytes for P, r, k in probes)
-    apart = apart or arenas > ARENAS_TOGETHER  # `step_probe`'s buffers: the pages' keys and the step's rows
-    costs["timed_apart"] = apart
-    if apart:
-        timed = _timed_apart([makers[i] for i in todo], dev, budget)
-    else:
-        built = [makers[i]() for i in todo]
-        timed = list(zip(_timed([fn for fn, _ in built], dev, budget) if built else [], [d for _, d in built]))
-    for i, got in zip(todo, timed):
-        memo[kinds[i][2]] = got
-    points = [(k, {**d, **memo[key][1]}, memo[key][0]) for k, d, key in kinds]
-    steps = [(d, t) for k, d, t in points if k == "step"]
-    costs["bucket_points"] = [{**d, "time_s": t} for k, d, t in points if k == "bucket"]
-    prefills = [(d, t) for k, d, t in points if k == "prefill"]
-    if steps:
-        costs["step_points"] = [{**d, "time_s": t} for d, t in steps]
-        costs["per_step_s"], costs["per_row_s"], costs["per_attention_s"] = fit_steps(
-            costs["bucket_points"] + costs["step_points"])
-    if prefills:
-        costs["per_prefill_token_s"], costs["per_prefill_attention_s"] = _fit(
-            [[d["tokens"], d["tokens"] * (d["tokens"] + 1) / 2] for d, _ in prefills], [t for _, t in prefills])
-        costs["prefill_points"] = [{**d, "time_s": t} for d, t in prefills]
+    costs["timed_apart"] = _time_probes(probes, dev, budget, apart, memo)
+    costs.update(_fitted(probes, memo))
     costs["calibration_s"] = time.perf_counter() - t0
     return costs
+
+
+class _Probes:
+    """The probes `calibrate` times: `makers` (() -> (probe, what it built)) and beside each its
+    `kinds` entry (kind, its figures, memo key)."""
+
+    def __init__(self, adapter, pages: int, dense_waste: float):
+        self.adapter, self.pages, self.dense_waste = adapter, pages, dense_waste
+        self.makers: list = []
+        self.kinds: list = []
+
+    def add_step(self, kind: str, pages: float, rows: float, keys: float, blocked: bool | None = None,
+                 **extra) -> None:
+        """A step of `rows` rows over `pages` pages, `keys` attention elements a row (a dense step's
+        span the arena (every page), a blocked step's its page); `blocked`: None for the engine's rule."""
+        P = max(1, min(self.pages, round(pages), round(rows)))
+        blocked = (P > self.dense_waste if blocked is None else blocked) and P > 1  # one page: dense is its block
+        blocked = blocked and self.adapter.supports_blocks  # the engine's rule: such a model's steps are all dense
+        r, k = max(P, round(rows)), max(8, round(keys / (1 if blocked else P)))
+
+        def make(P=P, r=r, k=k, blocked=blocked):
+            fn, attn = step_probe(self.adapter, P, r, k, self.dense_waste, blocked=blocked)
+            return fn, {"attention": attn}
+        self.makers.append(make)
+        self.kinds.append((kind, {"pages": P, "rows": r, "keys_per_page": k, "blocked": blocked, **extra},
+                           ("step", P, r, k, blocked)))
+
+    def add_prefill(self, prompt) -> None:
+        self.makers.append(lambda: ((lambda: self.adapter.prefill(prompt)), {}))
+        self.kinds.append(("prefill", {"tokens": len(prompt.ids)}, ("prefill", len(prompt.ids))))
+
+    def arena_bytes(self, todo: list[int]) -> int:
+        """Bytes of the KV arenas of the step probes `todo` (`step_probe`'s buffers: the pages' keys
+        and the step's rows)."""
+        text = self.adapter.text_config
+        slot = 2 * text.num_hidden_layers * text.num_key_value_heads * text.head_dim * self.adapter.dtype.itemsize
+        steps = [self.kinds[i][2][1:4] for i in todo if self.kinds[i][2][0] == "step"]  # (pages, rows, keys a page)
+        return sum((P * k + r) * slot for P, r, k in steps)
+
+
+def _add_steps(probes: _Probes, log: PassLog) -> float | None:
+    """The buckets that held most step time, each at its steps' mean pages and keys; a grid around
+    the run's mean for the rest. The share of the step forwards the buckets held (`step_share`)."""
+    marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
+    buckets = timed_buckets(log)
+    for b in buckets:
+        n, pg, rw, at = log.by_rows[b]
+        # beside the probe's time: what the run's own steps of the bucket cost (CPU seconds a step), to see where
+        # a projection misses
+        cpu = log.by_rows_forward_cpu_s.get(b)
+        probes.add_step("bucket", pg / n, rw / n, at / rw, blocked=str(b).endswith("b") if marked else None,
+                        bucket=b, run_cpu_s=cpu / n if cpu is not None else None)
+    rows, keys, P = log.step_rows / log.steps, log.step_attn / log.step_rows, log.step_pages / log.steps
+    if len(buckets) < len(log.by_rows):
+        for fr, fk in STEP_GRID:
+            probes.add_step("step", P, fr * rows, fk * keys)
+    return step_share(log, buckets)
+
+
+def _add_prefills(probes: _Probes, vlm, mode: str, samples, n: int = 3) -> None:
+    """Prefills of the run's first `n` page prompts (those with an image)."""
+    for s in samples:
+        if s.image is not None:
+            probes.add_prefill(vlm.prompt(s.image, mode))
+        if sum(k == "prefill" for k, *_ in probes.kinds) == n:
+            break
+
+
+def _time_probes(probes: _Probes, dev: torch.device, budget: float, apart: bool, memo: dict) -> bool:
+    """Time the probes not in `memo` yet and put them there: together, round after round, or each
+    apart (asked, or where their arenas would hold over `ARENAS_TOGETHER` bytes). Whether apart."""
+    todo = [i for i, (_, _, key) in enumerate(probes.kinds) if key not in memo]
+    apart = apart or probes.arena_bytes(todo) > ARENAS_TOGETHER
+    if apart:
+        timed = _timed_apart([probes.makers[i] for i in todo], dev, budget)
+    else:
+        built = [probes.makers[i]() for i in todo]
+        timed = list(zip(_timed([fn for fn, _ in built], dev, budget) if built else [], [d for _, d in built]))
+    for i, got in zip(todo, timed):
+        memo[probes.kinds[i][2]] = got
+    return apart
+
+
+def _fitted(probes: _Probes, memo: dict) -> dict[str, Any]:
+    """The timed points by kind and the costs fitted on them: a, b, c on the steps, p, q on the prefills."""
+    points = [(k, {**d, **memo[key][1]}, memo[key][0]) for k, d, key in probes.kinds]
+    steps = [(d, t) for k, d, t in points if k == "step"]
+    prefills = [(d, t) for k, d, t in points if k == "prefill"]
+    out: dict[str, Any] = {"bucket_points": [{**d, "time_s": t} for k, d, t in points if k == "bucket"]}
+    if steps:
+        out["step_points"] = [{**d, "time_s": t} for d, t in steps]
+        out["per_step_s"], out["per_row_s"], out["per_attention_s"] = fit_steps(
+            out["bucket_points"] + out["step_points"])
+    if prefills:
+        out["per_prefill_token_s"], out["per_prefill_attention_s"] = _fit(
+            [[d["tokens"], d["tokens"] * (d["tokens"] + 1) / 2] for d, _ in prefills], [t for _, t in prefills])
+        out["prefill_points"] = [{**d, "time_s": t} for d, t in prefills]
+    return out
 
 
 def project(log: PassLog, costs: dict[str, Any], pages: int, wall_s: float) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import itertools
 import time
 from typing import Any, Callable, Iterable, Iterator
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.engine.engine import PENDING
 from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from treedec.data.files import FileSample
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
 from treedec.serialize import parse_flat
@@ -113,14 +112,12 @@ def unreadable(sample: Sample) -> PageRecord:
 
 def sample_size(sample: Sample) -> tuple[int, int] | None:
     """The page's own pixel size: a file page's size before any downscale, else its image's."""
-    if isinstance(sample, FileSample) and sample.size:
-        return sample.size
-    return sample.image.size if sample.image is not None else None
+    return sample.pixel_size()
 
 
 def sample_flags(sample: Sample) -> list[str]:
-    """What reading the sample found (file pages only: unreadable, downscaled, converted ...)."""
-    return list(sample.flags) if isinstance(sample, FileSample) else []
+    """What reading the sample found (unreadable, downscaled, converted ...)."""
+    return list(sample.flags)
 
 
 def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:

@@ -13,6 +13,7 @@ from treedec.depth import page_stats, quartiles, stats_table, summarize
 from treedec.models.loader import checkpoint_path
 from treedec.models.vlm import checkpoint_pages, vlm_tokenizer
 from treedec.outputs import RunOutput
+from treedec.plots import depth_histograms
 from treedec.strategies.base import build_strategy
 
 
@@ -40,32 +41,6 @@ def depth_tokenizer(path: str | None):
 def depth_dataset(cfg, render: bool = False):
     """The data set `depth` measures: `cfg.data`, synthetic knobs left unset from the model's pages."""
     return open_dataset(cfg.data, render=render, model_pages=model_pages(cfg.get("model")))
-
-
-def plot_depths(rows: list[dict], path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    seq = [r["sequential_depth"] for r in rows]
-    fork = [r["fork_depth"] for r in rows]
-    red = [100 * r["reduction"] for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    bins = np.linspace(0, max(seq) * 1.02 + 1, 30)
-    a.hist(seq, bins=bins, alpha=0.6, label=f"sequential (median {np.median(seq):.0f})")
-    a.hist(fork, bins=bins, alpha=0.6, label=f"fork (median {np.median(fork):.0f})")
-    a.set_xlabel("decoding depth (forward steps)")
-    a.set_ylabel("pages")
-    a.legend()
-    b.hist(red, bins=20, color="tab:green")
-    b.axvline(np.median(red), color="k", ls="--", label=f"median {np.median(red):.1f}%")
-    b.set_xlabel("depth reduction 1 - fork/sequential (%)")
-    b.legend()
-    fig.suptitle(f"Oracle decoding depth over {len(rows)} pages")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(cfg, out: RunOutput) -> dict:
@@ -99,7 +74,7 @@ def main(cfg, out: RunOutput) -> dict:
         from dataclasses import asdict
 
         summary["page_config"] = asdict(data.config)
-    plot_depths(rows, out.dir / "depth_hist.png")
+    depth_histograms(rows, out.dir / "depth_hist.png")
     t = Table(title=f"Oracle depth, {strategy.name} vs sequential, {cfg.data.name}, {len(rows)} pages "
                     "(tokens = forward steps)")
     for c in ("", "median", "IQR"):

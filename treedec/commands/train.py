@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import torch
 from omegaconf import OmegaConf
 
@@ -13,39 +12,8 @@ from treedec.loggers import make_logger
 from treedec.models.loader import load_model
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.outputs import RunOutput
+from treedec.plots import training_curves
 from treedec.training.trainer import TrainConfig, Trainer
-
-
-def plot_history(history: list[dict], path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    rows = [h for h in history if h.get("loss", 0) > 0]  # none during the vision-only grounding warm-up
-    steps = np.array([h["step"] for h in rows])
-    for ax, key in ((a, "loss"), (b, "token_acc")):
-        y = np.array([h[key] for h in rows])
-        ax.plot(steps, y, lw=0.5, alpha=0.35, color="C0")
-        k = min(25, len(y))
-        if k > 1:  # a running mean over k logged points
-            ax.plot(steps[k - 1:], np.convolve(y, np.ones(k) / k, mode="valid"), lw=1.4, color="C0")
-        ax.set_xlabel("step")
-    if history and rows and rows[0]["step"] > history[0]["step"]:
-        fig.suptitle(f"text losses start at step {rows[0]['step']} (vision-only grounding warm-up before)", fontsize=8)
-    a.set_yscale("log")
-    a.set_ylabel("training loss (per token)")
-    b.set_ylabel("teacher-forced token accuracy")
-    b.set_ylim(0, 1)
-    changes = [h for prev, h in zip(history, history[1:]) if h.get("stage") != prev.get("stage")]
-    for i, h in enumerate(changes):  # curriculum stage changes; labels staggered so close ones stay legible
-        for ax in (a, b):
-            ax.axvline(h["step"], color="grey", ls=":", lw=0.8)
-        b.annotate(f" stage {h.get('stage')}", (h["step"], 0.02 + 0.06 * (i % 3)), fontsize=7, color="grey")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(cfg, out: RunOutput) -> dict:
@@ -87,7 +55,7 @@ def main(cfg, out: RunOutput) -> dict:
         average_checkpoints(trainer.kept()[-tcfg.average:], out.dir / "model")
     else:
         vlm.save(out.dir / "model")
-    plot_history(history, out.dir / "loss.png")
+    training_curves(history, out.dir / "loss.png")
     (out.dir / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
     last = history[-20:]
     return {"steps": trainer.step, "final_loss": sum(h["loss"] for h in last) / len(last),

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from treedec.data.files import FileSample, FilesDataset
-from treedec.data.synth import Sample, SynthConfig, generate_page, synth_config
+from treedec.data.sample import Sample
+from treedec.data.synth import SynthConfig, generate_page, synth_config
 from treedec.errors import UserError
 
-__all__ = ["DATASETS", "FileSample", "FilesDataset", "OmniDocBenchDataset", "SynthDataset", "open_dataset"]
+__all__ = ["DATASETS", "FileSample", "FilesDataset", "OmniDocBenchDataset", "Sample", "SynthDataset", "open_dataset"]
 
 
 class SynthDataset:

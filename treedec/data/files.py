@@ -6,11 +6,11 @@ not grow with the number of pages. A file that cannot be read is a sample withou
 image whose `flags` say why: the run loop (`treedec.parse_pages`) keeps it as a flagged page, never drops it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.errors import UserError
 from treedec.io.files import IMAGE_EXTS, PDF_EXTS, InputFile, find_inputs, parse_page_selection, pdf_page_name, selected
 from treedec.io.images import load_image
@@ -19,10 +19,7 @@ from treedec.io.pdf import PdfError, PdfReader, page_count
 
 @dataclass
 class FileSample(Sample):
-    """A page read from a file. `size`: the page's own pixel size (the predicted boxes are
-    in these pixels even when `image` was downscaled); `flags`: what reading it found."""
-    size: tuple[int, int] | None = None
-    flags: list[str] = field(default_factory=list)
+    """A page read from a file (`size` and `flags`: `Sample`'s, as reading it found them)."""
     source: str = ""  # path under the root
     document: str | None = None  # for a PDF page: the document's name
     number: int | None = None  # for a PDF page: its 1-based page number

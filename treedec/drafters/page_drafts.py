@@ -60,7 +60,7 @@ class SequenceDrafter:
         pass
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
-        drafts = self.seqs.get(getattr(sample, "name", ""))
+        drafts = self.seqs.get(sample.name)
         s = graph[sid]
         return continue_draft(s.tokens[s.prompt_len:], drafts, self.matcher) if drafts else None
 
@@ -143,7 +143,7 @@ class PageDraftDrafter:
         pass
 
     def propose(self, graph: DecodingGraph, sid: int, sample, state: StreamState | None = None) -> DraftTree | None:
-        alternatives = self._for(getattr(sample, "name", ""))
+        alternatives = self._for(sample.name)
         if not alternatives:
             return None
         s = graph[sid]

@@ -43,9 +43,9 @@ class ForcedChoice:
     @classmethod
     def of(cls, policy, sample, prompt_ids: list[int]) -> "ForcedChoice":
         """The forcing of one page: `policy.target` (a `Strategy`'s) of the sample's ground truth."""
-        truth = getattr(sample, "page", None)
+        truth = sample.page
         if truth is None:
-            raise UserError(f"model=forced needs every page's ground truth; {getattr(sample, 'name', 'a page')!r} has "
+            raise UserError(f"model=forced needs every page's ground truth; {sample.name!r} has "
                             "none (use data=omnidocbench or data=synth)")
         tok = policy.tokenizer
         return cls(policy.target(truth, tok, list(prompt_ids)), tok.eos_id)

@@ -55,7 +55,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 def draft_image_path(sample) -> str:
     """The image path a sample's draft names (what the drafter is given): its ground truth's,
     else `<name>.png`."""
-    page = getattr(sample, "page", None)
+    page = sample.page
     return page.image_path if page is not None and page.image_path else f"{sample.name}.png"
 
 
@@ -111,7 +111,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
         if sample.name in out:
             warnings.warn(f"two samples named {sample.name!r}: the later draft replaces the earlier")
         if sample.image is None:
-            gt = getattr(sample, "page", None)
+            gt = sample.page
             if gt is None:
                 warnings.warn(f"sample {sample.name!r} has no image and no page size: no draft")
                 continue

@@ -63,6 +63,9 @@ class Runtime(Protocol):
         before the clock; data parallelism). A strategy's stages are each one such run
         (`treedec.stages.run_strategy`); a runtime never runs them itself."""
 
+    def close(self) -> None:
+        """Release what it started (vLLM: its engines and the folders they serve from)."""
+
 
 def config_from(cls, cfg: Any, where: str, hint: str = ""):
     """A config dataclass `cls` from a mapping (an OmegaConf node included), `cls` as it is,

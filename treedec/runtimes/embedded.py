@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.pass_log import PassLog
@@ -67,3 +67,6 @@ class EmbeddedRuntime:
 
     def run(self, vlm, strategy: Strategy, samples: Iterable[Sample], **kwargs) -> RunResult:
         return parse_pages(vlm, strategy, samples, self, **kwargs)
+
+    def close(self) -> None:
+        """Nothing to release: each `decode` builds its engine and drops it."""

@@ -11,9 +11,10 @@ from treedec.runtimes.base import Runtime
 RUNTIMES = ("embedded", "vllm")
 
 
-def make_runtime(cfg: Any, model_path: str | Path | None = None) -> Runtime:
+def make_runtime(cfg: Any, model_path: str | Path | None = None, beside: Runtime | None = None) -> Runtime:
     """`cfg`: the `runtime` config (its `name` picks the runtime); `model_path`: the model's
-    checkpoint folder (vLLM serves from it; None for a model without one)."""
+    checkpoint folder (vLLM serves from it; None for a model without one); `beside`: a runtime
+    whose engines this one shares (vLLM's: one takes 20-90 s to start), closed by `beside`."""
     name = cfg.get("name") if cfg is not None else "embedded"
     if name == "embedded":
         from treedec.runtimes.embedded import EmbeddedRuntime
@@ -22,5 +23,5 @@ def make_runtime(cfg: Any, model_path: str | Path | None = None) -> Runtime:
     if name == "vllm":
         from treedec.runtimes.vllm import VLLMRuntime
 
-        return VLLMRuntime(cfg, model_path)
+        return VLLMRuntime(cfg, model_path, engines=beside.engines if isinstance(beside, VLLMRuntime) else None)
     raise UserError(f"unknown runtime {name!r}; use runtime={' or runtime='.join(RUNTIMES)}")

@@ -49,7 +49,7 @@ from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
 from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
-from treedec.runtimes.vllm_engine import Served, VLLMConfig, get_engine, serving_dir
+from treedec.runtimes.vllm_engine import Served, VLLMConfig, VLLMEngines
 from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
 from treedec.runtimes.vllm_runner import VLLMRunner
 from treedec.strategies.base import Strategy
@@ -66,16 +66,19 @@ class VLLMRuntime:
                      "except that an iteration in which the page's request waited (token budget, preemption) or ran "
                      "one chunk of a chunked prefill also counts")
 
-    def __init__(self, cfg: Any = None, model_path: str | Path | None = None):
+    def __init__(self, cfg: Any = None, model_path: str | Path | None = None, engines: VLLMEngines | None = None):
+        """`engines`: another runtime's (`VLLMEngines`), shared with it and closed by it; None:
+        this runtime's own, closed by its `close`."""
         self.cfg = VLLMConfig.from_cfg(cfg)
         self.model_path = model_path
+        self.engines, self._owns_engines = (engines, False) if engines is not None else (VLLMEngines(), True)
         self.forward_passes = 0
         self._figures: dict[str, Any] = {}
 
     def _cfg(self, vlm: VLM, strategy: Strategy) -> VLLMConfig:
         """The engine config for `strategy`: a drafting one's installs its drafter (HSD's
         page-draft proposer, or the MTP head as a Medusa draft model)."""
-        return draft_engine_cfg(strategy, self.cfg, vlm) if drafting(strategy) else self.cfg
+        return draft_engine_cfg(strategy, self.cfg, vlm, self.engines) if drafting(strategy) else self.cfg
 
     def _served(self, vlm: VLM, strategy: Strategy) -> Served:
         if not isinstance(vlm, ServedPageModel):  # the one model capability vLLM needs beyond the engine's
@@ -85,8 +88,8 @@ class VLLMRuntime:
             raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
                             f"patches have {vlm.spec.positions} positions (treedec/models/planar_rope.py): "
                             "use runtime=embedded")
-        return get_engine(serving_dir(vlm, self.model_path), self._cfg(vlm, strategy),
-                          len(vlm.prompt_ids(strategy.mode)))
+        return self.engines.engine(self.engines.serving_dir(vlm, self.model_path), self._cfg(vlm, strategy),
+                                   len(vlm.prompt_ids(strategy.mode)))
 
     def check(self, vlm, strategy: Strategy) -> None:
         if self.cfg.data_parallel_size > 1 and (strategy.before is not None or strategy.after is not None):
@@ -138,10 +141,16 @@ class VLLMRuntime:
         `data_parallel_size` engines in worker processes."""
         self.check(vlm, strategy)
         if self.cfg.data_parallel_size > 1:
-            return _parse_pages_dp(vlm, strategy, list(samples), self.cfg, self.model_path, kwargs.get("progress", True),
+            model_dir = self.engines.serving_dir(vlm, self.model_path)
+            return _parse_pages_dp(vlm, strategy, list(samples), self.cfg, model_dir, kwargs.get("progress", True),
                                    kwargs.get("warmup", True))
         self._served(vlm, strategy)  # an engine takes 20-90 s to start: not the pages' time
         return parse_pages(vlm, strategy, samples, self, **kwargs)
+
+    def close(self) -> None:
+        """Its own engines shut down and their folders removed (shared ones: their owner's to close)."""
+        if self._owns_engines:
+            self.engines.close()
 
 
 def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any = None,
@@ -149,7 +158,11 @@ def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any =
     """`treedec.parse_pages.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
     engine steps in which the page had a request running, prefill included). One run: a
     strategy with stages runs with `treedec.stages.run_strategy(VLLMRuntime(...), ...)`."""
-    return VLLMRuntime(cfg, model_path).run(vlm, strategy, samples, progress=progress, warmup=warmup)
+    runtime = VLLMRuntime(cfg, model_path)
+    try:
+        return runtime.run(vlm, strategy, samples, progress=progress, warmup=warmup)
+    finally:
+        runtime.close()
 
 
 def _dp_worker(args):
@@ -166,13 +179,12 @@ def _dp_worker(args):
     return parse_pages_vllm(vlm, strategy, samples, cfg, model_path=model_dir, progress=progress, warmup=warmup)
 
 
-def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_path, progress, warmup) -> RunResult:
+def _parse_pages_dp(vlm, strategy, samples, cfg: VLLMConfig, model_dir: Path, progress, warmup) -> RunResult:
     """`data_parallel_size` engines in spawned processes, pages dealt round robin; wall
     time is the slowest rank's (ranks start together), forward passes are summed."""
     import multiprocessing as mp
 
     n = cfg.data_parallel_size
-    model_dir = serving_dir(vlm, model_path)
     rank_cfg = replace(cfg, data_parallel_size=1)
     shards = [samples[i::n] for i in range(n)]
     with mp.get_context("spawn").Pool(n) as pool:

@@ -1,6 +1,7 @@
-"""vLLM for the `runtime=vllm` backend: its config (`VLLMConfig`), the folder vLLM serves a
-model from, and one in-process `LLMEngine` per (model, engine arguments), shared by the
-runs of a process."""
+"""vLLM for the `runtime=vllm` backend: its config (`VLLMConfig`) and what a runtime serves
+from (`VLLMEngines`): the folders vLLM reads a model (and an MTP head) from and one in-process
+`LLMEngine` per (model, engine arguments), shared by the runs of that runtime and of the
+runtimes built beside it, closed with it."""
 from __future__ import annotations
 
 import os
@@ -54,21 +55,80 @@ def require_vllm():
     return vllm
 
 
-_SERVING_DIRS: "weakref.WeakKeyDictionary[VLM, Path]" = weakref.WeakKeyDictionary()
-_TMP: list[tempfile.TemporaryDirectory] = []
+@dataclass
+class Served:
+    """An in-process vLLM `LLMEngine` and, when its speculative method is treedec's page-draft
+    proposer, the draft store that proposer reads (`vllm_drafts.py`)."""
+    engine: Any
+    drafts: DraftStore | None = None
 
 
-def serving_dir(vlm: VLM, path: str | Path | None = None) -> Path:
-    """A folder vLLM can serve `vlm` from: `path` itself when it holds every serving file
-    (checkpoints saved by `VLM.save`), else a temporary folder (the weights linked from
-    `path`, or `vlm` saved there when it has no folder, e.g. `model=random`)."""
-    if path is not None and all((Path(path) / f).is_file() for f in SERVING_FILES):
-        return Path(path).resolve()
-    if vlm in _SERVING_DIRS:
-        return _SERVING_DIRS[vlm]
-    tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-")
-    _TMP.append(tmp)
-    d = Path(tmp.name)
+class VLLMEngines:
+    """What a vLLM runtime starts and writes, kept for its runs and closed with it: the folders
+    vLLM serves models from (`serving_dir`) and MTP heads from (`folder`), scratch folders, and
+    one `LLMEngine` per (model folder, engine arguments) (`engine`: one takes 20-90 s to start,
+    so the passes of a `run` and `compare=` share it)."""
+
+    def __init__(self):
+        self.engines: dict[tuple, Served] = {}
+        self._serving: "weakref.WeakKeyDictionary[VLM, Path]" = weakref.WeakKeyDictionary()
+        self._folders: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._scratch: list[tempfile.TemporaryDirectory] = []
+
+    def scratch(self, prefix: str) -> Path:
+        """A new temporary folder, removed on `close`."""
+        tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        self._scratch.append(tmp)
+        return Path(tmp.name)
+
+    def folder(self, owner, key, make) -> Path:
+        """The folder `make()` writes for (`owner`, `key`), made once (e.g. an MTP head's, per model)."""
+        by_key = self._folders.setdefault(owner, {})
+        if key not in by_key:
+            by_key[key] = make()
+        return by_key[key]
+
+    def serving_dir(self, vlm: VLM, path: str | Path | None = None) -> Path:
+        """A folder vLLM can serve `vlm` from: `path` itself when it holds every serving file
+        (checkpoints saved by `VLM.save`), else a scratch folder (the weights linked from
+        `path`, or `vlm` saved there when it has no folder, e.g. `model=random`)."""
+        if path is not None and all((Path(path) / f).is_file() for f in SERVING_FILES):
+            return Path(path).resolve()
+        if vlm not in self._serving:
+            self._serving[vlm] = _write_serving_dir(self.scratch("treedec-vllm-"), vlm, path)
+        return self._serving[vlm]
+
+    def engine(self, model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> Served:
+        """The engine serving `model_dir` with `cfg`'s engine arguments, started on first use."""
+        kw = engine_kwargs(model_dir, cfg, prompt_len)
+        key = (repr(sorted(kw.items(), key=lambda kv: kv[0])), cfg.kv_cache_gb)
+        if key not in self.engines:
+            store = None
+            if (kw.get("speculative_config") or {}).get("model") == PROPOSER:
+                # the page-draft proposer reads this engine's store; the path is fixed before the engine
+                # (and any worker process it starts) exists, one store per engine
+                store = DraftStore(self.scratch("treedec-vllm-drafts-") / "drafts.json")
+                store.clear()
+                os.environ[ENV_STORE] = str(store.path)
+            # store: where runs of drafting strategies write their pages' drafts
+            self.engines[key] = Served(start_engine(model_dir, kw, cfg), store)
+        return self.engines[key]
+
+    def close(self) -> None:
+        """Shut the engines down and remove the folders written."""
+        for served in self.engines.values():
+            served.engine.engine_core.shutdown()  # vLLM's in-process client: the engine core and its executor
+        self.engines.clear()
+        self._serving.clear()
+        self._folders.clear()
+        for tmp in self._scratch:
+            tmp.cleanup()
+        self._scratch.clear()
+
+
+def _write_serving_dir(d: Path, vlm: VLM, path: str | Path | None) -> Path:
+    """`d` made a folder vLLM serves `vlm` from: the weights of `path` linked and the tokenizer and
+    processor files written anew, or `vlm` saved there when `path` has no weights."""
     if path is not None and (Path(path) / "model.safetensors").is_file():
         from treedec.models.serving import write_serving_files
 
@@ -78,19 +138,7 @@ def serving_dir(vlm: VLM, path: str | Path | None = None) -> Path:
         write_serving_files(d, vlm.tokenizer, vlm.spec.image_size, vlm.spec.image_tokens, vlm.spec.max_positions)
     else:
         vlm.save(d)
-    _SERVING_DIRS[vlm] = d
     return d
-
-
-@dataclass
-class Served:
-    """An in-process vLLM `LLMEngine` and, when its speculative method is treedec's page-draft
-    proposer, the draft store that proposer reads (`vllm_drafts.py`)."""
-    engine: Any
-    drafts: DraftStore | None = None
-
-
-_ENGINES: dict[tuple, Served] = {}
 
 
 def engine_kwargs(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> dict[str, Any]:
@@ -134,22 +182,9 @@ def _cpu_tp_binding(tp: int) -> None:
                                                        for i in range(tp))
 
 
-def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> Served:
-    """One `LLMEngine` per (model folder, engine arguments), kept for the process: an
-    engine takes 20-90 s to start, so `compare=` runs and tests share it."""
-    kw = engine_kwargs(model_dir, cfg, prompt_len)
-    key = (repr(sorted(kw.items(), key=lambda kv: kv[0])), cfg.kv_cache_gb)
-    if key in _ENGINES:
-        return _ENGINES[key]
-    store = None
-    if (kw.get("speculative_config") or {}).get("model") == PROPOSER:
-        # the page-draft proposer reads this engine's store; the path is fixed before the engine
-        # (and any worker process it starts) exists, one store per engine
-        tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-drafts-")
-        _TMP.append(tmp)
-        store = DraftStore(Path(tmp.name) / "drafts.json")
-        store.clear()
-        os.environ[ENV_STORE] = str(store.path)
+def start_engine(model_dir: Path, kw: dict[str, Any], cfg: VLLMConfig):
+    """An in-process `LLMEngine` with engine arguments `kw` (`engine_kwargs`); a config vLLM
+    refuses is one line."""
     # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(cfg.kv_cache_gb))
@@ -170,5 +205,4 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> Served:
     finally:
         torch.set_num_threads = set_threads
     torch.set_num_threads(threads)  # the in-process engine computes with this process's threads
-    _ENGINES[key] = Served(engine, store)  # store: where runs of drafting strategies write their pages' drafts
-    return _ENGINES[key]
+    return engine

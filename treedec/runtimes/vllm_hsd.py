@@ -6,7 +6,7 @@ page-draft proposer, `vllm_drafts.py`; MTP: the head as a Medusa draft model,
 from __future__ import annotations
 
 from treedec.runtimes.vllm_drafts import PROPOSER, DraftStore
-from treedec.runtimes.vllm_engine import VLLMConfig
+from treedec.runtimes.vllm_engine import VLLMConfig, VLLMEngines
 from treedec.runtimes.vllm_mtp import mtp_engine_cfg, mtp_notes, mtp_refusal
 from treedec.strategies.base import Strategy
 
@@ -61,14 +61,15 @@ def draft_notes(strategy: Strategy) -> list[str]:
     return notes
 
 
-def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm) -> VLLMConfig:
+def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm, engines: VLLMEngines) -> VLLMConfig:
     """`cfg` with the page-draft proposer as vLLM's speculative method (K = the source's
     `depth`, the strategy's `max_depth`) and per-request draft counts reported; for drafts on
-    the hidden state, the head bound to `vlm` as a Medusa draft model (`vllm_mtp.mtp_engine_cfg`)."""
+    the hidden state, the head bound to `vlm` as a Medusa draft model (`vllm_mtp.mtp_engine_cfg`; its
+    folder kept by the runtime's `engines`)."""
     from dataclasses import replace
 
     if strategy.needs_hidden:
-        return mtp_engine_cfg(strategy, cfg, vlm)
+        return mtp_engine_cfg(strategy, cfg, vlm, engines)
     if cfg.speculative_config:  # already the proposer's (draft_refusal lets no other through)
         return cfg
     spec = {"method": "custom_class", "model": PROPOSER, "num_speculative_tokens": int(strategy.drafter.depth)}

@@ -25,8 +25,6 @@ know the architecture, so `mtp_refusal` refuses them.
 from __future__ import annotations
 
 import json
-import tempfile
-import weakref
 from pathlib import Path
 
 import torch
@@ -74,27 +72,21 @@ def register() -> None:
         ModelRegistry.register_model(ARCH, MTPHeadForVLLM)
 
 
-_DIRS: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
-_TMP: list[tempfile.TemporaryDirectory] = []
-
-
-def draft_dir(vlm, source, k: int) -> Path:
+def draft_dir(vlm, source, k: int, engines) -> Path:
     """A folder vLLM loads the head of `source` (a draft source on the hidden state: its
     `head(vlm)`, `head_folder(vlm)`) from as a Medusa draft model with K depths: config.json +
     model.safetensors (head, base embedding, base LM head, float32). One folder per model,
-    head folder and K, kept for the process (it is in the engine cache's key: strategies with
-    the same head share an engine)."""
-    from safetensors.torch import save_file
-
+    head folder and K, kept by the runtime's `engines` (`VLLMEngines`: it is in the engine's
+    key, so strategies with the same head share an engine)."""
     folder = source.head_folder(vlm)
     key = (str(Path(folder).resolve()) if folder else None, k)
-    by_key = _DIRS.setdefault(vlm, {})
-    if key in by_key:
-        return by_key[key]
+    return engines.folder(vlm, key, lambda: _write_draft_dir(engines.scratch("treedec-vllm-mtp-"), vlm, source, k))
+
+
+def _write_draft_dir(d: Path, vlm, source, k: int) -> Path:
+    from safetensors.torch import save_file
+
     model = source.head(vlm)  # refuses in one line: no head, a head trained on other weights or for fewer depths
-    tmp = tempfile.TemporaryDirectory(prefix="treedec-vllm-mtp-")
-    _TMP.append(tmp)
-    d = Path(tmp.name)
     c = model.head.cfg
     vocab, hidden = model.lm_head.weight.shape
     (d / "config.json").write_text(json.dumps({
@@ -105,7 +97,6 @@ def draft_dir(vlm, source, k: int) -> Path:
     weights["embed.weight"] = model.embed.weight
     weights["lm_head.weight"] = model.lm_head.weight
     save_file({n: t.detach().float().contiguous() for n, t in weights.items()}, str(d / "model.safetensors"))
-    by_key[key] = d
     return d
 
 
@@ -127,8 +118,9 @@ def mtp_refusal(strategy, cfg) -> str | None:
 
 
 def _ours(spec) -> bool:
-    """`spec` is the speculative config `mtp_engine_cfg` made (a folder of `draft_dir`'s)."""
-    return str(dict(spec).get("model")) in {str(p) for by_key in _DIRS.values() for p in by_key.values()}
+    """`spec` is the speculative config `mtp_engine_cfg` made: its model a folder of `draft_dir`'s."""
+    config = Path(str(dict(spec).get("model"))) / "config.json"
+    return config.is_file() and json.loads(config.read_text()).get("architectures") == [ARCH]
 
 
 def mtp_notes(strategy) -> list[str]:
@@ -139,14 +131,16 @@ def mtp_notes(strategy) -> list[str]:
             f"{n}: a chain is not cut after <eos> as the embedded drafter cuts it (vLLM drops what follows a stop)"]
 
 
-def mtp_engine_cfg(strategy, cfg, vlm):
+def mtp_engine_cfg(strategy, cfg, vlm, engines):
     """`cfg` with the strategy's head (bound to `vlm`: refused in one line when trained on other
-    weights) as vLLM's Medusa draft model, K = strategy.k, per-request draft counts reported."""
+    weights; its folder kept by `engines`) as vLLM's Medusa draft model, K = strategy.k,
+    per-request draft counts reported."""
     from dataclasses import replace
 
     d = strategy.drafter
     register()
-    spec = {"method": "medusa", "model": str(draft_dir(vlm, d, d.depth)), "num_speculative_tokens": int(d.depth)}
+    spec = {"method": "medusa", "model": str(draft_dir(vlm, d, d.depth, engines)),
+            "num_speculative_tokens": int(d.depth)}
     args = {"per_request_spec_decode_metrics": "detailed", **dict(cfg.engine_args)}
     # vllm/config/speculative.py:1320 reads the target's `hf_config.vocab_size` for a medusa
     # draft; a VLM's config keeps it in text_config: copied to the top (vLLM's Idefics3 reads

@@ -14,7 +14,7 @@ reading; the run's `forward_passes` counts the layout run's passes and the crops
 """
 from __future__ import annotations
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.engine.page_decoding import PageDecoding
 from treedec.graph import DecodingGraph
 from treedec.page import Page

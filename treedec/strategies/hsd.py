@@ -26,7 +26,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.drafters.draft_noise import degrade
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import PageDraftDrafter

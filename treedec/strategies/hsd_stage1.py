@@ -6,7 +6,7 @@ region's draft as speculation. `CropReads` is one run's stage 1 (`treedec.strate
 the strategy that reads the crops and the crops of each drafted page; `treedec.stages` runs it."""
 from __future__ import annotations
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.draft_length import AdaptiveLength

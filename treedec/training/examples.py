@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from PIL import Image
 
-from treedec.data.synth import Sample
+from treedec.data.sample import Sample
 from treedec.data.synth.content import formula
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw
 
+from treedec.data.sample import Sample
 from treedec.data.synth import content as C
 from treedec.data.synth.presets import PRESETS
 from treedec.data.synth.render import draw_figure, draw_text_line, formula_image
@@ -89,14 +90,11 @@ def synth_config(knobs: dict | None = None, base: dict | None = None) -> SynthCo
 
 
 @dataclass
-class Sample:
-    """One page: its ground truth and (unless rendering was skipped) its image. `cells`
+class SynthSample(Sample):
+    """A generated page: its ground truth and (unless rendering was skipped) its image. `cells`
     maps a block's index to the glyph cell (row, col) of each character of its content
     (None for a character not drawn on the grid, e.g. the space a line break replaced);
     only blocks drawn as grid text have an entry (a training signal for grounding)."""
-    name: str
-    page: Page | None
-    image: Image.Image | None
     cells: dict[int, list[tuple[int, int] | None]] = field(default_factory=dict)
 
 
@@ -189,83 +187,103 @@ def _draw_table(cv: _Canvas, grid, x: int, y: int, col_px: list[int], row_px: in
     return (x, y, x2 + 1, y2 + 1)
 
 
-def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True) -> Sample:
-    """The page for `seed` (same seed and config -> same page and pixels)."""
+def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True) -> SynthSample:
+    """The page for `seed` (same seed and config -> same page and pixels): furniture, columns,
+    body regions top to bottom, the foot, then the pixels."""
     cfg = cfg or SynthConfig()
     rng = random.Random(seed)
     cv = _Canvas(cfg, render)
-    cw, ch, m = cfg.cell[0], cfg.cell[1], cfg.margin
-    ncols, nrows = cfg.width // cw, cfg.height // ch
-    top, bottom = m, nrows - m  # usable rows [top, bottom)
     furniture = {k: rng.random() < cfg.furniture_prob for k in ("header", "footer", "page_number")}
+    top, bottom = _head(cv, rng, furniture)
+    columns, top = _columns(cv, rng, top)
+    _body(cv, rng, columns, top, bottom)
+    _foot(cv, rng, furniture)
+    name = f"synth_{seed:07d}"
+    page = Page(width=cfg.width, height=cfg.height, blocks=cv.blocks, image_path=name + ".png",
+                info={"data_source": "synthetic", "seed": seed})
+    return SynthSample(name, page, _pixels(cv, seed) if render else None, cells=cv.cells)
+
+
+def _head(cv: _Canvas, rng: random.Random, furniture: dict[str, bool]) -> tuple[int, int]:
+    """The header (with its rule) when the page has one, and room left for the foot: the body's
+    rows [top, bottom)."""
+    cfg, m = cv.cfg, cv.cfg.margin
+    ncols, nrows = cfg.width // cv.cw, cfg.height // cv.ch
+    top, bottom = m, nrows - m
     if furniture["header"]:
         cv.text("header", m, top, [C.sentence(rng, rng.randint(2, 4), cfg.text_mode)[: ncols - 2 * m]])
         if cfg.header_rule:
             cv.rule(top + 1)
         top += 2
-    foot_row = bottom - 1
     if furniture["footer"] or furniture["page_number"]:
         bottom -= 2
         if cfg.footer_rule:
             cv.rule(bottom)  # the blank row between the body and the foot
+    return top, bottom
 
+
+def _columns(cv: _Canvas, rng: random.Random, top: int) -> tuple[list[tuple[int, int]], int]:
+    """The body's columns (first cell, width in cells): one, or two (sometimes under a full-width
+    title); and the body's first row after that title."""
+    cfg, m = cv.cfg, cv.cfg.margin
     two = cfg.columns == "two" or (cfg.columns == "mixed" and rng.random() < cfg.two_column_prob)
-    span = ncols - 2 * m
-    if two and span >= 30:
-        gap = 2
-        colw = (span - gap) // 2
-        columns = [(m, colw), (m + colw + gap, colw)]
-        if rng.random() < 0.5:  # a full-width title above the columns
-            title = C.sentence(rng, rng.randint(2, 5), cfg.text_mode).rstrip(".")
-            lines = _wrap(title, span)[:2]
-            cv.text("title", m, top, lines, bold=True)
-            top += len(lines) + 1
-    else:
-        columns = [(m, span)]
+    span = cfg.width // cv.cw - 2 * m
+    if not (two and span >= 30):
+        return [(m, span)], top
+    gap = 2
+    colw = (span - gap) // 2
+    if rng.random() < 0.5:  # a full-width title above the columns
+        title = C.sentence(rng, rng.randint(2, 5), cfg.text_mode).rstrip(".")
+        lines = _wrap(title, span)[:2]
+        cv.text("title", m, top, lines, bold=True)
+        top += len(lines) + 1
+    return [(m, colw), (m + colw + gap, colw)], top
 
+
+def _body(cv: _Canvas, rng: random.Random, columns: list[tuple[int, int]], top: int, bottom: int) -> None:
+    """Regions of random kinds down each column in turn: a kind that does not fit is drawn again,
+    up to 4 misses, then the next column; until the page's number of regions is placed."""
+    cfg = cv.cfg
     n_regions = rng.randint(*cfg.regions)
     kinds, weights = zip(*cfg.kinds.items())
-    col_i, row = 0, top
-    tables = figures = 0
-    placed = 0
-    misses = 0
+    col_i, row, placed, misses = 0, top, 0, 0
+    numbers = {"table": 0, "figure": 0}  # tables and figures placed: their captions' numbers
     while placed < n_regions and col_i < len(columns):
         x0, width = columns[col_i]
         kind = rng.choices(kinds, weights)[0]
-        room = bottom - row
-        height = _place(cv, rng, cfg, kind, x0, row, width, room, tables, figures)
-        if height is None:  # does not fit: try another kind, then the next column, else stop
+        height = _place(cv, rng, kind, x0, row, width, bottom - row, numbers.get(kind, 0) + 1)
+        if height is None:
             misses += 1
             if misses < 4:
                 continue
-            misses = 0
-            col_i += 1
-            row = top
+            misses, col_i, row = 0, col_i + 1, top
             continue
         misses = 0
-        tables += kind == "table"
-        figures += kind == "figure"
+        if kind in numbers:
+            numbers[kind] += 1
         row += height + 1
         placed += 1
 
+
+def _foot(cv: _Canvas, rng: random.Random, furniture: dict[str, bool]) -> None:
+    """The footer and the page number, on the last row inside the margin."""
+    cfg, m = cv.cfg, cv.cfg.margin
+    ncols, foot_row = cfg.width // cv.cw, cfg.height // cv.ch - m - 1
     if furniture["footer"]:
-        cv.text("footer", m, foot_row, [C.sentence(rng, rng.randint(2, 3), cfg.text_mode)[: span // 2]])
+        cv.text("footer", m, foot_row, [C.sentence(rng, rng.randint(2, 3), cfg.text_mode)[: (ncols - 2 * m) // 2]])
     if furniture["page_number"]:
         num = str(rng.randint(1, 300))
         cv.text("page_number", ncols - m - len(num), foot_row, [num])
 
-    name = f"synth_{seed:07d}"
-    page = Page(width=cfg.width, height=cfg.height, blocks=cv.blocks, image_path=name + ".png",
-                info={"data_source": "synthetic", "seed": seed})
-    image = None
-    if render:
-        image = cv.img
-        if cfg.noise > 0:
-            arr = np.asarray(image, dtype=np.float32) / 255.0
-            arr += np.random.default_rng(seed).normal(0, cfg.noise, arr.shape)
-            image = Image.fromarray((np.clip(arr, 0, 1) * 255).astype(np.uint8))
-        image = image.convert("RGB")
-    return Sample(name, page, image, cv.cells)
+
+def _pixels(cv: _Canvas, seed: int) -> Image.Image:
+    """The drawn page in RGB, with the config's pixel noise (its own generator, from `seed`)."""
+    image = cv.img
+    if cv.cfg.noise > 0:
+        arr = np.asarray(image, dtype=np.float32) / 255.0
+        arr += np.random.default_rng(seed).normal(0, cv.cfg.noise, arr.shape)
+        image = Image.fromarray((np.clip(arr, 0, 1) * 255).astype(np.uint8))
+    return image.convert("RGB")
 
 
 def _caption(rng: random.Random, cfg: SynthConfig, label: str, words: int) -> str:
@@ -273,62 +291,87 @@ def _caption(rng: random.Random, cfg: SynthConfig, label: str, words: int) -> st
     return f"{label}: " + C.sentence(rng, words, cfg.text_mode) if words else label
 
 
-def _place(cv: _Canvas, rng: random.Random, cfg: SynthConfig, kind: str, x0: int, row: int, width: int,
-           room: int, tables: int, figures: int) -> int | None:
-    """Place one region of `kind` at (x0, row) within `width` x `room` cells; its height in rows, or None."""
+def _place(cv: _Canvas, rng: random.Random, kind: str, x0: int, row: int, width: int, room: int,
+           number: int) -> int | None:
+    """Place one region of `kind` at (x0, row) within `width` x `room` cells (`number`: a table's
+    or figure's in its caption); its height in rows, or None where it does not fit."""
+    if kind not in _PLACE:
+        raise ValueError(f"unknown region kind {kind!r}")
+    return _PLACE[kind](cv, rng, kind, x0, row, width, room, number)
+
+
+def _place_text(cv: _Canvas, rng: random.Random, kind: str, x0: int, row: int, width: int, room: int,
+                number: int) -> int | None:
+    """A paragraph or a title, wrapped to `width` and cut to `room` lines."""
+    cfg = cv.cfg
+    n = rng.randint(*(cfg.para_words if kind == "text_block" else cfg.title_words))
+    text = C.sentence(rng, n, cfg.text_mode)
+    if kind == "title":
+        text = text.rstrip(".").capitalize()
+    lines = (_hard_wrap if cfg.wrap == "hard" else _wrap)(text, width)[:room]
+    if not lines or room < 1:
+        return None
+    cv.text(kind, x0, row, lines, bold=kind == "title")
+    return len(lines)
+
+
+def _place_formula(cv: _Canvas, rng: random.Random, kind: str, x0: int, row: int, width: int, room: int,
+                   number: int) -> int | None:
+    """A display formula two rows high, centred, shrunk to `width` where wider."""
+    if room < 3:
+        return None
+    cw, ch = cv.cfg.cell
+    latex = C.formula(rng)
+    fh = 2 * ch
+    img = formula_image(latex, fh)  # rendered even without drawing: its size is the box
+    if img.width > width * cw:
+        img = img.resize((width * cw, max(1, round(img.height * width * cw / img.width))))
+    x = x0 * cw + (width * cw - img.width) // 2
+    y = row * ch + (fh - img.height) // 2
+    if cv.draw:
+        cv.img.paste(img, (x, y))
+    cv.add("equation_isolated", (x, y, x + img.width, y + img.height), latex)
+    return 2
+
+
+def _place_table(cv: _Canvas, rng: random.Random, kind: str, x0: int, row: int, width: int, room: int,
+                 number: int) -> int | None:
+    """A caption line, then a ruled table (some cells merged)."""
+    cfg = cv.cfg
     cw, ch = cfg.cell
-    if kind in ("text_block", "title"):
-        n = rng.randint(*(cfg.para_words if kind == "text_block" else cfg.title_words))
-        text = C.sentence(rng, n, cfg.text_mode)
-        if kind == "title":
-            text = text.rstrip(".").capitalize()
-        lines = (_hard_wrap if cfg.wrap == "hard" else _wrap)(text, width)
-        if len(lines) > room:
-            lines = lines[:room]
-        if not lines or room < 1:
-            return None
-        cv.text(kind, x0, row, lines, bold=kind == "title")
-        return len(lines)
-    if kind == "equation_isolated":
-        if room < 3:
-            return None
-        latex = C.formula(rng)
-        fh = 2 * ch
-        img = formula_image(latex, fh)  # rendered even without drawing: its size is the box
-        if img.width > width * cw:
-            img = img.resize((width * cw, max(1, round(img.height * width * cw / img.width))))
-        x = x0 * cw + (width * cw - img.width) // 2
-        y = row * ch + (fh - img.height) // 2
-        if cv.draw:
-            cv.img.paste(img, (x, y))
-        cv.add("equation_isolated", (x, y, x + img.width, y + img.height), latex)
-        return 2
-    if kind == "table":
-        grid = C.table(rng, rng.randint(*cfg.table_rows), rng.randint(*cfg.table_cols), cfg.merge_prob, cfg.text_mode)
-        col_px, row_px = _table_size(grid, cw, ch)
-        rows_needed = 2 + -(-(len(grid) * row_px + 2) // ch)  # caption line + gap + table
-        if sum(col_px) + 1 > width * cw or rows_needed > room:
-            return None
-        lo, hi = cfg.caption_words
-        caption = _caption(rng, cfg, f"Table {tables + 1}", rng.randint(lo, max(lo, hi - 1)))
-        cap_lines = _wrap(caption, width)[:1]
-        cv.text("table_caption", x0, row, cap_lines)
-        box = _draw_table(cv, grid, x0 * cw, (row + 1) * ch + ch // 2, col_px, row_px)
-        cv.add("table", box, C.table_html(grid))
-        return rows_needed
-    if kind == "figure":
-        fig_rows = rng.randint(3, 6)
-        if fig_rows + 2 > room:
-            return None
-        fw = rng.randint(max(4, width // 2), width)
-        fx = x0 + (width - fw) // 2
-        box = (fx * cw, row * ch, (fx + fw) * cw, (row + fig_rows) * ch)
-        if cv.draw:  # its own generator: the ground truth must not depend on drawing
-            draw_figure(cv.draw, box, random.Random(rng.random()))
-        else:
-            rng.random()
-        cv.add("figure", box, "")
-        caption = _caption(rng, cfg, f"Figure {figures + 1}", rng.randint(*cfg.caption_words))
-        cv.text("figure_caption", x0, row + fig_rows, _wrap(caption, width)[:1])
-        return fig_rows + 1
-    raise ValueError(f"unknown region kind {kind!r}")
+    grid = C.table(rng, rng.randint(*cfg.table_rows), rng.randint(*cfg.table_cols), cfg.merge_prob, cfg.text_mode)
+    col_px, row_px = _table_size(grid, cw, ch)
+    rows_needed = 2 + -(-(len(grid) * row_px + 2) // ch)  # caption line + gap + table
+    if sum(col_px) + 1 > width * cw or rows_needed > room:
+        return None
+    lo, hi = cfg.caption_words
+    caption = _caption(rng, cfg, f"Table {number}", rng.randint(lo, max(lo, hi - 1)))
+    cv.text("table_caption", x0, row, _wrap(caption, width)[:1])
+    box = _draw_table(cv, grid, x0 * cw, (row + 1) * ch + ch // 2, col_px, row_px)
+    cv.add("table", box, C.table_html(grid))
+    return rows_needed
+
+
+def _place_figure(cv: _Canvas, rng: random.Random, kind: str, x0: int, row: int, width: int, room: int,
+                  number: int) -> int | None:
+    """A figure 3 to 6 rows high, centred, its caption line under it."""
+    cfg = cv.cfg
+    cw, ch = cfg.cell
+    fig_rows = rng.randint(3, 6)
+    if fig_rows + 2 > room:
+        return None
+    fw = rng.randint(max(4, width // 2), width)
+    fx = x0 + (width - fw) // 2
+    box = (fx * cw, row * ch, (fx + fw) * cw, (row + fig_rows) * ch)
+    if cv.draw:  # its own generator: the ground truth must not depend on drawing
+        draw_figure(cv.draw, box, random.Random(rng.random()))
+    else:
+        rng.random()
+    cv.add("figure", box, "")
+    caption = _caption(rng, cfg, f"Figure {number}", rng.randint(*cfg.caption_words))
+    cv.text("figure_caption", x0, row + fig_rows, _wrap(caption, width)[:1])
+    return fig_rows + 1
+
+
+_PLACE = {"text_block": _place_text, "title": _place_text, "equation_isolated": _place_formula,
+          "table": _place_table, "figure": _place_figure}

@@ -1,8 +1,8 @@
 """A finished job's step costs timed again in a later process, from its folder: the resolved
 `config.yaml` (model, data, strategy, runtime) and `summary.json`'s counts, calibrated as the
 run calibrated itself (`treedec.cost_model.calibrate`), with the job's model or the same model
-at another size. Used by experiments/reproject.py (a probe fix checked without decoding again)
-and experiments/break_even.py (a job's counts timed per model size)."""
+at another size. Imported by experiments/reproject.py (a probe fix checked without decoding
+again) and experiments/break_even.py (a job's counts timed per model size)."""
 from __future__ import annotations
 
 import json
@@ -14,9 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from treedec.cost_model import calibrate
 from treedec.data import open_dataset
-from treedec.engine.engine import EngineConfig
 from treedec.engine.pass_log import PassLog
 from treedec.models.loader import load_vlm
+from treedec.run_pass import dense_waste
 from treedec.strategies.base import build_strategy
 
 
@@ -34,11 +34,6 @@ def load_job_model(cfg: DictConfig, size: str | None = None, overrides: dict | N
     torch.set_num_threads(int(cfg.runtime.threads))
     vlm = load_vlm(cfg.model if size is None else OmegaConf.merge(cfg.model, {"size": size}))
     return vlm, list(open_dataset(cfg.data, model_pages=vlm.pages))
-
-
-def dense_waste(cfg: DictConfig) -> float:
-    """A job's rule for dense attention (runtime.dense_waste), the engine's default where its config has none."""
-    return float(cfg.runtime.get("dense_waste", EngineConfig.dense_waste))
 
 
 def recalibrate(vlm, samples: list, cfg: DictConfig, log: PassLog, in_flight: int, **kwargs) -> dict[str, Any]:
