@@ -30,6 +30,7 @@ from treedec.recalibrate import dense_waste
 from treedec.report import write_report
 from treedec.report_lead import lead_rows, ratio_mark, why
 from treedec.records import RunResult
+from treedec.resume import Sitting
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
 from treedec.stages import run_strategy
@@ -155,10 +156,12 @@ QUALITY_KEYS = ("text_edit", "text_edit_all", "table_teds", "table_teds_s", "for
 
 def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(int(cfg.runtime.threads))
+    sitting = Sitting.open(cfg, out.dir)  # the pages earlier sittings into out= finished (treedec.resume)
     steps_counted = make_runtime(cfg.runtime).steps_counted  # checks the runtime's config before any page is read
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
+    todo = sitting.remaining(samples)  # the pages left to decode
     alerts = model_notes(cfg)  # said once, on stderr, in summary.json and at the top of the report
     for note in alerts:
         print(f"note: {note}", file=sys.stderr)
@@ -169,10 +172,11 @@ def main(cfg, out: RunOutput) -> dict:
     def write(rec) -> None:  # the final pass's pages, written as they finish: an interrupted run keeps them
         written[rec.name] = rec
         out.page(rec.name, rec.figures(), rec.page)
+        sitting.done(rec.name)
 
     try:
         by_level, results_by_level = measure_levels(
-            lambda i, level, progress: _run(strategies[i], vlm, samples, cfg, level, progress,
+            lambda i, level, progress: _run(strategies[i], vlm, todo, cfg, level, progress,
                                             on_record=write if (i, level) == (0, levels[-1]) else None), names, levels)
     except KeyboardInterrupt:
         interrupted(cfg, out, samples, written)
@@ -181,13 +185,14 @@ def main(cfg, out: RunOutput) -> dict:
     results = results_by_level[levels[-1]]  # pages, quality and the top-level figures: the largest level
     main_res = results[0]
     base = results[1] if cfg.compare else None
-    quality, per_page_q = quality_figures(main_res)
+    every = sitting.with_earlier(main_res, samples)  # + the earlier sittings' pages: quality and documents cover all
+    quality, per_page_q = quality_figures(every)
     speed = speed_figures(main_res)
     for rec in main_res.records:
         out.page(rec.name, {**rec.figures(), **{k: v for k, v in per_page_q.get(rec.name, {}).items() if k != "flags"},
                             "flags": rec.flags + per_page_q.get(rec.name, {}).get("flags", [])}, rec.page)
     summary: dict[str, Any] = {"pages": len(samples), "strategy": cfg.strategy.name,
-                               **input_figures(samples, main_res.records),
+                               **input_figures(samples, every.records), **sitting.figures(len(main_res.records)),
                                **{k: quality.get(k) for k in QUALITY_KEYS},
                                **speed, "concurrency": levels[-1], "steps_counted": steps_counted}
     if base is not None:
@@ -198,7 +203,7 @@ def main(cfg, out: RunOutput) -> dict:
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
     if vlm.forced and quality.get("text_edit") is not None:  # the pages are the ground truth: its own score the floor
-        summary["text_edit_truth"] = truth_text_edit([r.gt for r in main_res.records if r.gt is not None])
+        summary["text_edit_truth"] = truth_text_edit([r.gt for r in every.records if r.gt is not None])
         summary["text_edit_vs_truth"] = quality["text_edit"] - summary["text_edit_truth"]
     summary.update(depth_figures(r.by_depth for r in main_res.records))  # drafting runs: acceptance_by_depth
     summary["by_concurrency"] = by_level
@@ -209,7 +214,7 @@ def main(cfg, out: RunOutput) -> dict:
         summary["runtime_notes"] = runtime_notes
         for note in runtime_notes:
             print(f"note: runtime={cfg.runtime.name}: {note}", file=sys.stderr)
-    write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in main_res.records})
+    write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in every.records})
     plots = [out.dir / "steps_hist.png", out.dir / "timelines.png"]
     plot_steps(results, plots[0])
     plot_timelines(main_res, int(cfg.timelines), plots[1])
@@ -223,7 +228,7 @@ def main(cfg, out: RunOutput) -> dict:
     _print(summary)
     if len(levels) > 1:
         _print_levels(by_level)
-    per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in main_res.records}
+    per_page = {r.name: {**r.figures(), **per_page_q.get(r.name, {}), "flags": r.flags} for r in every.records}
     flagged = flagged_line(summary)
     write_report(out.dir, summary, per_page, [p for p in plots if p.is_file()],
                  title=f"treedec run: {cfg.strategy.name} on {len(samples)} pages", notes=notes,
@@ -236,7 +241,7 @@ def main(cfg, out: RunOutput) -> dict:
                  lead_notes=[n for n in [why(summary)] if n],
                  lead_tables={"Where the wall time went, by phase (s; per page: summary.json phases_per_page_s)":
                               phase_rows(by_level)},
-                 views=page_views(samples, {r.name: r for r in main_res.records}, cfg.get("report_pages", 12)))
+                 views=page_views(samples, {r.name: r for r in every.records}, cfg.get("report_pages", 12)))
     check_some_readable(out, summary)
     if flagged:  # the terminal's last lines: which inputs to look at
         print(f"note: {flagged}", file=sys.stderr)
