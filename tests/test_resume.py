@@ -105,14 +105,14 @@ def test_a_half_written_page_is_redone(folder):
     assert not list((out / "pages").glob(".*.tmp"))
 
 
-def _config(out, *overrides):
+def _config(data, out, *overrides):
     from hydra import compose, initialize_config_module
 
     from treedec.conf import register_schemas
 
     register_schemas()
     with initialize_config_module("treedec.conf", version_base=None):
-        return compose(config_name="run", overrides=["data=images", "data.root=.", f"out={out}", *FAST, *overrides])
+        return compose(config_name="run", overrides=["data=images", f"data.root={data}", f"out={out}", *FAST, *overrides])
 
 
 def test_a_rerun_whose_pages_would_differ_is_refused_in_one_line(folder):
@@ -131,21 +131,21 @@ def test_a_rerun_whose_pages_would_differ_is_refused_in_one_line(folder):
                           ("strategy=padoc_hsd", "strategy.name: padoc -> padoc_hsd"),
                           ("compare=sequential", "compare= does not resume")]:
         with pytest.raises(UserError) as e:
-            check(_config(out, change), out)
+            check(_config(folder["data"], out, change), out)
         assert named in str(e.value) and "resume=false" in str(e.value) and "\n" not in str(e.value)
     # concurrency, threads, logging and reporting do not change the pages
-    assert set(check(_config(out, "runtime.max_pages=3", "runtime.threads=2", "concurrency=[1,2]", "timelines=0",
+    assert set(check(_config(folder["data"], out, "runtime.max_pages=3", "runtime.threads=2", "concurrency=[1,2]", "timelines=0",
                              "report_pages=1", "cold_drafts=false"), out)) == set(journal(out))
 
 
 def test_resume_false_starts_afresh(folder, capsys):
     out = _copy(folder, "afresh")
     (out / "pages" / "other.md").write_text("a page of another run")
-    sitting = Sitting.open(_config(out, "strategy=sequential", "resume=false"), out)
+    sitting = Sitting.open(_config(folder["data"], out, "strategy=sequential", "resume=false"), out)
     assert sitting.earlier == {} and journal(out) == {} and list((out / "pages").iterdir()) == []
     assert not (out / "summary.json").exists() and not (out / "documents").exists()
     assert "removed the 4 pages" in capsys.readouterr().err
-    assert check(_config(out, "strategy=sequential"), out) == {}  # nothing done yet: its fingerprint is the new one's
+    assert check(_config(folder["data"], out, "strategy=sequential"), out) == {}  # nothing done yet: its fingerprint is the new one's
     assert json.loads((out / FOLDER / "fingerprint.json").read_text())["config"]["strategy.name"] == "sequential"
 
 

@@ -74,7 +74,8 @@ def _dotted(d: Mapping, prefix: str = "") -> dict[str, Any]:
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """The fingerprints' differences, one short phrase each ('strategy.name: padoc -> hsd')."""
     out = []
-    for key in sorted(set(old.get("config", {})) | set(new.get("config", {}))):
+    keys = set(old.get("config", {})) | set(new.get("config", {}))
+    for key in sorted(keys, key=lambda k: (not k.endswith(".name"), k)):  # a group's name says the most: first
         a, b = old.get("config", {}).get(key, "unset"), new.get("config", {}).get(key, "unset")
         if a != b:
             out.append(f"{key}: {a} -> {b}")
@@ -160,11 +161,17 @@ class Sitting:
         in the data's order: what quality, documents and the report cover."""
         if not self.earlier:
             return res
-        gts = {} if isinstance(samples, FilesDataset) else {s.name: s.page for s in samples if s.name in self.earlier}
         records = {r.name: r for r in res.records}
-        records.update({name: self.record(name, gts.get(name)) for name in self.earlier})
+        records.update(self.earlier_records(samples))
         order = {name: i for i, name in enumerate(page_names(samples))}
         return dataclasses.replace(res, records=sorted(records.values(), key=lambda r: order.get(r.name, len(order))))
+
+    def earlier_records(self, samples) -> dict[str, PageRecord]:
+        """The earlier sittings' pages read back, each with its ground truth where `samples` has one."""
+        if not self.earlier:
+            return {}
+        gts = {} if isinstance(samples, FilesDataset) else {s.name: s.page for s in samples if s.name in self.earlier}
+        return {name: self.record(name, gts.get(name)) for name in self.earlier}
 
     def record(self, name: str, gt=None) -> PageRecord:
         """An earlier sitting's page, read back from its OmniDocBench JSON and per-page figures."""

@@ -179,7 +179,7 @@ def main(cfg, out: RunOutput) -> dict:
             lambda i, level, progress: _run(strategies[i], vlm, todo, cfg, level, progress,
                                             on_record=write if (i, level) == (0, levels[-1]) else None), names, levels)
     except KeyboardInterrupt:
-        interrupted(cfg, out, samples, written)
+        interrupted(cfg, out, samples, written, sitting.earlier_records(samples))
     if cfg.compare:
         add_ratios(by_level, cfg.compare)
     results = results_by_level[levels[-1]]  # pages, quality and the top-level figures: the largest level
