@@ -183,6 +183,9 @@ def _run_here(command: str, cfg, hc, sweep: bool) -> dict | None:
     module = importlib.import_module(f"treedec.commands.{command}")
     if cfg.get("seed") is not None:
         _seed(int(cfg.seed))
+    if command == "run":  # a rerun refused before it writes anything into the folder (treedec.resume)
+        from treedec.resume import check
+        check(cfg, hc.runtime.output_dir)
     out = RunOutput(hc.runtime.output_dir, cfg)
     summary = module.main(cfg, out)
     if summary is None:

@@ -6,10 +6,12 @@ page that failed or was cut by a limit is written with a flag saying why, never 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,24 @@ def _json_default(o: Any):
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=_json_default), encoding="utf-8")
+    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, default=_json_default))
+
+
+def write_text_atomic(path: Path, text: str, fsync: bool = False) -> None:
+    """Write `text` to `path` through a temporary file beside it and `os.replace`: a reader (or
+    a run that resumes after a kill) finds the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # made as any file is (umask)
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class RunOutput:
@@ -69,7 +88,7 @@ class RunOutput:
         write_json(self.pages_dir / f"{name}.json", {"name": name, **figures})
         if page is not None:
             write_json(self.pages_dir / f"{name}.omnidocbench.json", page_to_omnidocbench(page))
-            (self.pages_dir / f"{name}.md").write_text(page_to_markdown(page), encoding="utf-8")
+            write_text_atomic(self.pages_dir / f"{name}.md", page_to_markdown(page))
 
     def summary(self, figures: dict[str, Any], command: str) -> dict[str, Any]:
         data = {**figures, "meta": {"command": command, "git": _git_hash(), "versions": _versions(),
@@ -79,7 +98,7 @@ class RunOutput:
         return data
 
 
-STARTED = ("config.yaml", ".hydra", "pages")  # what a command's start writes before any result
+STARTED = ("config.yaml", ".hydra", "pages", "resume")  # what a command's start writes before any result
 
 
 def discard_start(folder: str | Path, log_name: str) -> bool:

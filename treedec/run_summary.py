@@ -12,11 +12,12 @@ from treedec.speed import speed_figures
 
 
 def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: list[dict], quality: Mapping[str, Any],
-                *, pages: int,
+                *, pages: int, scored: RunResult | None = None,
                 inputs: Mapping[str, Any], concurrency: int, steps_counted: bool, forced: bool,
                 alerts: Sequence[str] = (), runtime_notes: Sequence[str] = ()) -> dict[str, Any]:
     """The summary of `results` (the strategy's pass at the largest level first, then the compared
-    one's if any; `names`: theirs as the config gives them) whose quality figures are `quality`;
+    one's if any; `names`: theirs as the config gives them) whose quality figures are `quality`, of
+    the pages `scored` (default: the strategy's; a resumed run's: with the earlier sittings');
     `inputs`: the figures about the inputs."""
     res = results[0]
     speed = speed_figures(res)
@@ -26,7 +27,7 @@ def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: li
     if len(results) > 1:
         summary.update(baseline_figures(results[1], names[1], speed))
     if forced and quality.get("text_edit") is not None:
-        summary.update(truth_figures(res, quality["text_edit"]))
+        summary.update(truth_figures(scored or res, quality["text_edit"]))
     summary.update(depth_figures(r.by_depth for r in res.records))  # drafting runs: acceptance_by_depth
     summary["by_concurrency"] = by_level
     if alerts:

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -154,19 +153,10 @@ def plain(cfg: Any) -> dict:
 
 
 def write_atomic(path: Path, data: Any) -> None:
-    """Write JSON to `path` through a temporary file in the same folder and `os.replace`:
-    readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON to `path` atomically and durably (`treedec.outputs.write_text_atomic`)."""
+    from treedec.outputs import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, default=str), fsync=True)
 
 
 def results(root: str | Path) -> Iterator[tuple[Path, dict]]:

@@ -22,6 +22,7 @@ from treedec.records import RunResult
 from treedec.report import write_report
 from treedec.report_lead import lead_rows, why
 from treedec.report_tables import level_rows, phase_rows, print_levels, print_summary
+from treedec.resume import Sitting
 from treedec.run_pass import run_pass
 from treedec.run_summary import run_summary, runtime_notes
 from treedec.runtimes.base import Runtime
@@ -41,24 +42,26 @@ def main(cfg, out: RunOutput) -> dict:
 
 
 def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
+    sitting = Sitting.open(cfg, out.dir)  # the pages earlier sittings into out= finished (treedec.resume)
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
     alerts = _say(model_notes(cfg))  # said once, on stderr, in summary.json and at the top of the report
     names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
-    by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out, runtime)
-    quality, per_page_q = quality_figures(results[0])
+    by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out, runtime, sitting)
+    every = sitting.with_earlier(results[0], samples)  # + the earlier sittings' pages: quality and documents cover all
+    quality, per_page_q = quality_figures(every)
     _write_pages(out, results[0], per_page_q)
-    summary = run_summary(results, names, by_level, quality, pages=len(samples),
-                          inputs=input_figures(samples, results[0].records), concurrency=levels[-1],
-                          steps_counted=runtime.steps_counted, forced=vlm.forced, alerts=alerts,
-                          runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))
-    write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in results[0].records})
+    summary = run_summary(results, names, by_level, quality, pages=len(samples), scored=every,
+                          inputs={**input_figures(samples, every.records), **sitting.figures(len(results[0].records))},
+                          concurrency=levels[-1], steps_counted=runtime.steps_counted, forced=vlm.forced,
+                          alerts=alerts, runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))
+    write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in every.records})
     plots, notes = _plots(out, results, by_level, levels, len(samples), int(cfg.timelines))
     print_summary(summary)
     if len(levels) > 1:
         print_levels(by_level)
-    _report(cfg, out, summary, samples, results[0], per_page_q, plots, notes)
+    _report(cfg, out, summary, samples, every, per_page_q, plots, notes)
     check_some_readable(out, summary)
     flagged = flagged_line(summary)
     if flagged:  # the terminal's last lines: which inputs to look at
@@ -73,26 +76,30 @@ def _say(notes: list[str], prefix: str = "") -> list[str]:
     return notes
 
 
-def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: RunOutput, runtime: Runtime):
-    """Every strategy (`names`: the configured one, then the compared one) at every level; the
-    configured strategy's pages at the largest level are written as they finish, so an
-    interrupted run keeps them; every pass shares `runtime`'s engines. The by-concurrency rows and
-    the results at the largest level."""
+def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: RunOutput, runtime: Runtime,
+                   sitting: Sitting):
+    """Every strategy (`names`: the configured one, then the compared one) at every level, on the
+    pages `sitting` has not finished yet; the configured strategy's pages at the largest level are
+    written as they finish, so an interrupted run keeps them (and a rerun resumes after them);
+    every pass shares `runtime`'s engines. The by-concurrency rows and the results at the largest
+    level."""
     strategies = [cfg.strategy] + ([{"name": cfg.compare}] if cfg.compare else [])
+    todo = sitting.remaining(samples)  # the pages left to decode
     written: dict[str, Any] = {}
 
     def write(rec) -> None:
         written[rec.name] = rec
         out.page(rec.name, rec.figures(), rec.page)
+        sitting.done(rec.name)
 
     try:
         by_level, results_by_level = measure_levels(
-            lambda i, level, progress: run_pass(strategies[i], vlm, samples, cfg, level, progress,
+            lambda i, level, progress: run_pass(strategies[i], vlm, todo, cfg, level, progress,
                                                 on_record=write if (i, level) == (0, levels[-1]) else None,
                                                 beside=runtime),
             names, levels)
     except KeyboardInterrupt:
-        interrupted(cfg, out, samples, written)
+        interrupted(cfg, out, samples, written, sitting.earlier_records(samples))
     if cfg.compare:
         add_ratios(by_level, cfg.compare)
     return by_level, results_by_level[levels[-1]]  # pages, quality and the top-level figures: the largest level

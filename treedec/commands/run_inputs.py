@@ -69,15 +69,16 @@ def check_some_readable(out, summary: dict[str, Any]) -> None:
                         f"(reasons in {out.dir}/summary.json, page_flags)")
 
 
-def interrupted(cfg, out, samples, written: Mapping[str, Any]) -> None:
-    """Ctrl-C: the pages already written stay; write the summary of what was done, then
-    exit 130 (the shell's code for an interrupt)."""
-    records = list(written.values())
-    for rec in records:  # again: Ctrl-C may have cut the last one's files short
+def interrupted(cfg, out, samples, written: Mapping[str, Any], earlier: Mapping[str, Any] | None = None) -> None:
+    """Ctrl-C: the pages already written stay; write the summary of what was done (`earlier`:
+    the pages of earlier sittings, treedec.resume), then exit 130 (the shell's code for an interrupt)."""
+    for rec in written.values():  # again: Ctrl-C may have cut the last one's files short
         out.page(rec.name, rec.figures(), rec.page)
-    write_documents(out.dir / "documents", documents_of(samples), written)
+    every = {**(earlier or {}), **written}
+    records = list(every.values())
+    write_documents(out.dir / "documents", documents_of(samples), every)
     summary = {"interrupted": True, "strategy": cfg.strategy.name, "pages": len(samples), "pages_done": len(records),
-               **input_figures(samples, records)}
+               "resumed_pages": len(earlier or {}), **input_figures(samples, records)}
     out.summary(summary, "run")
     print(f"\ninterrupted: {len(records)} of {len(samples)} pages done and written to {out.dir}/pages; "
           f"summary in {out.dir}/summary.json", file=sys.stderr)

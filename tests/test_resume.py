@@ -1,0 +1,164 @@
+"""Runs that resume (treedec/resume.py): `run data=images` killed with SIGKILL after k pages and
+started again with the same out= decodes only the rest; every page's Markdown and OmniDocBench
+JSON then equal an uninterrupted run's byte for byte, the pages done before the kill are not
+rewritten, a half-written page is redone, and a rerun whose pages would differ is refused in one line."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from conftest import ROOT
+from treedec.data import open_dataset
+from treedec.evaluate import evaluate_pages
+from treedec.io.markdown import page_to_markdown
+from treedec.models.vlm import SHIPPED, checkpoint_pages
+from treedec.outputs import RunOutput
+from treedec.errors import UserError
+from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal
+
+FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]  # the shipped tiny model (model=tiny, the default)
+KILLED_AT = 2
+pytestmark = pytest.mark.xdist_group("resume")  # one module fixture: its runs made once (--dist loadgroup)
+
+
+def _run(data, out, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "treedec", "run", "data=images", f"data.root={data}", f"out={out}",
+                           *FAST, *args], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**os.environ, **(env or {})})
+
+
+def _page_files(out):
+    """Each page's Markdown and OmniDocBench JSON (what holds no timing): file name -> bytes."""
+    return {p.name: p.read_bytes() for p in sorted((out / "pages").iterdir())
+            if p.name.endswith(".md") or p.name.endswith(".omnidocbench.json")}
+
+
+def _stamps(out, names):
+    """(inode, mtime_ns) of every file of the pages `names`."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (out / "pages").iterdir()
+            if p.name.removesuffix(".md").removesuffix(".json").removesuffix(".omnidocbench") in names}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """Four synthetic pages: a two-page PDF first (its pages the first done; documents/ read back) and
+    two PNGs; an uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order)."""
+    root = tmp_path_factory.mktemp("resume")
+    data = root / "in"
+    data.mkdir()
+    samples = list(open_dataset({"name": "synth", "pages": 4, "seed": 7000}, model_pages=checkpoint_pages(SHIPPED)))
+    samples[0].image.save(data / "a_doc.pdf", "PDF", save_all=True, append_images=[samples[1].image])
+    for s in samples[2:]:
+        s.image.save(data / f"{s.name}.png")
+    whole = _run(data, root / "whole")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    killed = _run(data, root / "out", "runtime.max_pages=1", env={KILL_AFTER: str(KILLED_AT)})
+    assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL: no summary, nothing cleaned up
+    done = set(journal(root / "out"))
+    stamps = _stamps(root / "out", done)
+    resumed = _run(data, root / "out", "runtime.max_pages=4", "runtime.threads=2")  # concurrency may change
+    return {"root": root, "data": data, "done": done, "stamps": stamps, "resumed": resumed}
+
+
+def test_killed_run_resumes_the_rest_and_equals_an_uninterrupted_one(folder):
+    root, out = folder["root"], folder["root"] / "out"
+    assert folder["done"] == {"a_doc.p001", "a_doc.p002"}  # the kill came after the first two pages, in order
+    assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["resumed_pages"] == KILLED_AT and s["pages_decoded"] == 2 and s["pages"] == 4
+    assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 2
+    assert len(folder["stamps"]) == 3 * KILLED_AT and _stamps(out, folder["done"]) == folder["stamps"]  # the earlier pages' files untouched
+    whole = _page_files(root / "whole")
+    assert len(whole) == 8 and _page_files(out) == whole  # every page, byte for byte
+    # documents and the inputs' figures cover all pages, the earlier ones read back from their files
+    assert (out / "documents" / "a_doc.md").read_bytes() == (root / "whole" / "documents" / "a_doc.md").read_bytes()
+    ref = json.loads((root / "whole" / "summary.json").read_text())
+    assert s["page_flags"] == ref["page_flags"] and ref["resumed_pages"] == 0 and ref["pages_decoded"] == 4
+
+
+def _copy(folder, name):
+    """A copy of the resumed run's folder for a test to change (each test stands alone)."""
+    assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
+    return shutil.copytree(folder["root"] / "out", folder["root"] / name)
+
+
+def test_a_half_written_page_is_redone(folder):
+    out, whole = _copy(folder, "half"), _page_files(folder["root"] / "whole")
+    cut = out / "pages" / "a_doc.p001.omnidocbench.json"  # cut short, its journal line present
+    cut.write_bytes(cut.read_bytes()[:20])
+    lines = (out / FOLDER / JOURNAL).read_text().splitlines()  # a page whose journal line is missing
+    (out / FOLDER / JOURNAL).write_text("".join(ln + "\n" for ln in lines if '"a_doc.p002"' not in ln))
+    (out / "pages" / ".a_doc.p002.md.123.tmp").write_text("half")  # a temporary file a kill left
+    kept = {n for n in journal(out)}
+    assert kept == {"synth_0007002", "synth_0007003"}
+    stamps = _stamps(out, kept)
+    assert len(stamps) == 6
+    r = _run(folder["data"], out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["resumed_pages"] == 2 and s["pages_decoded"] == 2
+    assert _page_files(out) == whole and _stamps(out, kept) == stamps
+    assert not list((out / "pages").glob(".*.tmp"))
+
+
+def _config(data, out, *overrides):
+    from hydra import compose, initialize_config_module
+
+    from treedec.conf import register_schemas
+
+    register_schemas()
+    with initialize_config_module("treedec.conf", version_base=None):
+        return compose(config_name="run", overrides=["data=images", f"data.root={data}", f"out={out}", *FAST, *overrides])
+
+
+def test_a_rerun_whose_pages_would_differ_is_refused_in_one_line(folder):
+    out = _copy(folder, "refused")
+    before = {p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    r = _run(folder["data"], out, "strategy=sequential")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    line = r.stderr.strip().splitlines()[-1]
+    assert line == (f"treedec: error: out={out} holds 4 pages of a run whose pages would differ (strategy.name: padoc "
+                    f"-> sequential): start afresh with another out=DIR, or resume=false to decode every page again "
+                    f"into {out} (its earlier pages are removed)")
+    after = {p.relative_to(out): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if k.parts[0] != ".hydra"} == \
+        {k: v for k, v in before.items() if k.parts[0] != ".hydra"}  # config.yaml too (.hydra: Hydra's own record)
+    for change, named in [("runtime.max_new_tokens=40", "runtime.max_new_tokens: 48 -> 40"),
+                          ("strategy=padoc_hsd", "strategy.name: padoc -> padoc_hsd"),
+                          ("compare=sequential", "compare= does not resume")]:
+        with pytest.raises(UserError) as e:
+            check(_config(folder["data"], out, change), out)
+        assert named in str(e.value) and "resume=false" in str(e.value) and "\n" not in str(e.value)
+    # concurrency, threads, logging and reporting do not change the pages
+    assert set(check(_config(folder["data"], out, "runtime.max_pages=3", "runtime.threads=2", "concurrency=[1,2]", "timelines=0",
+                             "report_pages=1", "cold_drafts=false"), out)) == set(journal(out))
+
+
+def test_resume_false_starts_afresh(folder, capsys):
+    out = _copy(folder, "afresh")
+    (out / "pages" / "other.md").write_text("a page of another run")
+    sitting = Sitting.open(_config(folder["data"], out, "strategy=sequential", "resume=false"), out)
+    assert sitting.earlier == {} and journal(out) == {} and list((out / "pages").iterdir()) == []
+    assert not (out / "summary.json").exists() and not (out / "documents").exists()
+    assert "removed the 4 pages" in capsys.readouterr().err
+    assert check(_config(folder["data"], out, "strategy=sequential"), out) == {}  # nothing done yet: its fingerprint is the new one's
+    assert json.loads((out / FOLDER / "fingerprint.json").read_text())["config"]["strategy.name"] == "sequential"
+
+
+def test_read_back_pages_score_and_read_as_written(tmp_path):
+    """What quality and documents see of an earlier sitting's page: its OmniDocBench JSON read
+    back gives the same Markdown and the same scores as the page itself."""
+    samples = list(open_dataset({"name": "synth", "pages": 3, "seed": 9000}, render=False))
+    out = RunOutput(tmp_path)
+    for s in samples:
+        out.page(s.name, {"steps": 3, "flags": ["x"]}, s.page)
+    back = {s.name: Sitting(tmp_path).record(s.name, s.page) for s in samples}
+    for s in samples:
+        assert page_to_markdown(back[s.name].page) == page_to_markdown(s.page)
+        assert back[s.name].flags == ["x"] and back[s.name].steps == 3
+    gts = [s.page for s in samples]
+    assert evaluate_pages({n: r.page for n, r in back.items()}, gts) == evaluate_pages({s.name: s.page for s in samples}, gts)
