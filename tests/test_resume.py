@@ -159,6 +159,6 @@ def test_read_back_pages_score_and_read_as_written(tmp_path):
     back = {s.name: Sitting(tmp_path).record(s.name, s.page) for s in samples}
     for s in samples:
         assert page_to_markdown(back[s.name].page) == page_to_markdown(s.page)
-        assert back[s.name].flags == ["x"] and back[s.name].steps == 3
+        assert back[s.name].flags == ["x"] and back[s.name].figures()["steps"] == 3
     gts = [s.page for s in samples]
     assert evaluate_pages({n: r.page for n, r in back.items()}, gts) == evaluate_pages({s.name: s.page for s in samples}, gts)

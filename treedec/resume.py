@@ -178,8 +178,8 @@ class Sitting:
         pages = self.dir / "pages"
         page = page_from_omnidocbench(json.loads((pages / f"{name}.omnidocbench.json").read_text(encoding="utf-8")))
         figures = json.loads((pages / f"{name}.json").read_text(encoding="utf-8"))
-        return PageRecord(name, page, "", int(figures.get("steps") or 0), int(figures.get("generated_tokens") or 0),
-                          int(figures.get("streams") or 0), flags=list(figures.get("flags") or []), gt=gt,
+        # not decoded in this sitting (no decoding): its figures are the ones written then
+        return PageRecord(name, page, "", gt=gt, flags=list(figures.get("flags") or []),
                           extra={k: v for k, v in figures.items() if k not in ("name", "flags")})
 
     def figures(self, decoded: int) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 stages a `runtime.run`: `treedec.stages.run_strategy`) with the runtime's `decode` wrapped, so
 what is recorded is what the decoder returned (vLLM: the ids it streamed), not text made from
 them; a stage's pages (stage 1's crops) are recorded too. Used by the id-for-id tests (tests/test_vllm_*.py) and by
-experiments/probes/same_ids.py.
+experiments/probes/same_ids.py (removed after a15f6a0: `git show a15f6a0:experiments/probes/same_ids.py`).
 """
 from __future__ import annotations
 
