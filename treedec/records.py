@@ -12,7 +12,7 @@ from treedec.data.files import FileSample
 from treedec.data.synth import Sample
 from treedec.engine.engine import PageResult
 from treedec.page import Page
-from treedec.serialize import parse_flat
+from treedec.models.instructions import parse_output
 from treedec.strategies.base import Strategy
 
 
@@ -116,8 +116,17 @@ def page_record(r: PageResult, strategy: Strategy) -> PageRecord:
     sample = r.sample
     width, height = sample_size(sample)
     text = strategy.flat_text(r.graph)
-    parsed = parse_flat(text, width, height, image_path=sample.name)
+    parsed = parse_output(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
-                      flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth,
-                      result=r)
+                      flags, r.timeline, sample.page, r.drafted, r.accepted, {**dict(r.extra), **root_io(r, strategy)},
+                      by_depth=r.by_depth, result=r)
+
+
+def root_io(r: PageResult, strategy: Strategy) -> dict[str, Any]:
+    """The root stream as fed and as generated, before parsing: `prompt` (text), `prompt_ids`
+    (image placeholders expanded), `raw_text` and `output_ids`."""
+    root, tok = r.graph[0], strategy.tokenizer
+    prompt, output = root.tokens[:root.prompt_len], root.tokens[root.prompt_len:]
+    return {"prompt": tok.decode(prompt), "prompt_ids": list(prompt), "raw_text": tok.decode(output),
+            "output_ids": list(output)}
