@@ -5,6 +5,7 @@ reads the real checkpoints: each family's prompt as its processor writes it, eve
 the image processor's features, `check` agreeing (and able to disagree), the default
 strategies running, and HSD lossless with drafts accepted."""
 import json
+from dataclasses import replace
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -46,6 +47,13 @@ def replica(tmp_path_factory):
     return get
 
 
+def noise(seed: int, width: int, height: int):
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(seed)
+    return Image.fromarray((torch.rand(height, width, 3, generator=g) * 255).byte().numpy())
+
+
 def load(path, fmt=None):
     return load_vlm(OmegaConf.create({"name": "tiny", "path": str(path), "format": fmt}))
 
@@ -76,7 +84,7 @@ def processor_text(vlm, image) -> str:
 @pytest.mark.parametrize("kind", TYPES)
 def test_the_prompt_is_the_chat_template_expanded_as_the_processor_does(replica, kind):
     vlm = load(replica(kind))
-    image = generate_page(0, SynthConfig(width=150, height=90)).image
+    image = noise(0, 150, 90)
     p = vlm.prompt(image, "flat")
     assert p.ids == vlm.tokenizer.encode(processor_text(vlm, image))
     assert vlm.tokenizer.decode(p.ids).endswith("Convert the document to markdown.<|im_end|>\n<|im_start|>assistant\n")
@@ -105,17 +113,11 @@ def test_output_ids_are_transformers_generate(replica, kind):
 @pytest.mark.parametrize("kind", TYPES)
 def test_check_agrees_and_can_disagree(replica, kind):
     vlm = load(replica(kind))
-    samples = [generate_page(s, SynthConfig(width=100 + 40 * s, height=90)) for s in range(2)]
+    samples = [SimpleNamespace(name=f"p{s}", image=noise(s, 100 + 40 * s, 90)) for s in range(2)]
     assert [c.verdict for c in check_pages(vlm, samples, "flat", 24)] == ["agrees"] * 2
-    if vlm.family.rope_axes > 1:  # decoding without M-RoPE (the 1-D position on one axis only) is caught
-        adapter = vlm.adapter
-
-        def flat_positions():
-            a = adapter()
-            a.rope_axes = 1
-            return a
-
-        vlm.adapter = flat_positions
+    if vlm.family.rope_axes > 1:  # decoding without the page's M-RoPE delta is caught
+        prompt = vlm.prompt
+        vlm.prompt = lambda image, mode: replace(prompt(image, mode), position_offset=0)
         assert "diverged" in [c.verdict for c in check_pages(vlm, samples, "flat", 24)]
 
 
@@ -128,36 +130,45 @@ def test_a_divergence_is_a_near_tie_only_below_the_gap():
     assert compare("p", 5, [1, 2], [1, 2], logits).verdict == "agrees"
 
 
-def test_tiny_and_check_from_the_command_line(tmp_path):
-    run = [sys.executable, "-m", "treedec"]
-    r = subprocess.run([*run, "tiny", "model_type=internvl", f"out={tmp_path / 'm'}"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    r = subprocess.run([*run, "check", f"model.path={tmp_path / 'm'}", "pages=2", "max_new_tokens=16",
-                        f"out={tmp_path / 'c'}"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+def test_check_from_the_command_line(replica, tmp_path):
+    """`check` on a replica (what `python -m treedec tiny model_type=internvl` writes) exits 0
+    with every page agreeing; an unknown replica is one line."""
+    r = subprocess.run([sys.executable, "-m", "treedec", "check", f"model.path={replica('internvl')}", "pages=2",
+                        "max_new_tokens=16", f"out={tmp_path / 'c'}"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["pages"] == 2 and summary["agreeing_pages"] == 2 and summary["diverged_pages"] == 0
-    r = subprocess.run([*run, "tiny", "model_type=llama", f"out={tmp_path / 'x'}"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
-    assert r.returncode == 2 and "no tiny replica of model_type 'llama'; available: qwen2_vl" in r.stderr
+    pages = sorted((tmp_path / "c" / "pages").glob("*.json"))
+    assert len(pages) == 2 and json.loads(pages[0].read_text())["verdict"] == "agrees"
+    with pytest.raises(UserError, match="no tiny replica of model_type 'llama'; available: qwen2_vl, qwen2_5_vl"):
+        build_replica("llama", tmp_path / "x")
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory):
+    return tmp_path_factory.mktemp("drafts")
 
 
 @pytest.mark.parametrize("kind", TYPES)
-def test_default_strategies_run(replica, kind):
-    """sequential, hsd and crops with the run command's default config (a short token budget)
-    on a replica in treedec's format: every page decoded, none dropped."""
+def test_default_strategies_run(replica, drafts, kind):
+    """sequential, hsd and crops with the run command's default config (a short token budget;
+    hsd's pipeline drafts of the page cached once for the module: they depend on the page
+    alone) on a replica in treedec's format: every page decoded, none dropped."""
     from hydra import compose, initialize_config_module
 
+    from treedec.conf import register_schemas
     from treedec.runtimes.select import make_runtime
 
+    register_schemas()
     vlm = load(replica(kind, "treedec"), "treedec")
     samples = [generate_page(0, PAGE)]
     for name in ("sequential", "hsd", "crops"):
         with initialize_config_module("treedec.conf", version_base=None):
-            cfg = compose("run", [f"strategy={name}", "runtime.max_new_tokens=24"])
+            cfg = compose("run", [f"strategy={name}", "runtime.max_new_tokens=24"]
+                          + ([f"strategy.cache_dir={drafts}"] if name == "hsd" else []))
         res = run_strategy(make_runtime(cfg.runtime), vlm, build_strategy(cfg.strategy, vlm.tokenizer), samples,
-                           progress=False)
+                           progress=False, warmup=False, cold_drafts=False)
         assert [r.name for r in res.records] == [samples[0].name] and res.records[0].generated > 0, name
 
 
