@@ -45,17 +45,9 @@ class CheckpointAdapter(CausalLMAdapter):
         super().__init__(model)
         self.rope_axes = rope_axes
 
-    @torch.inference_mode()
     def prefill(self, prompt: Prompt, hidden: bool = False):
-        cache = self.new_cache()
-        ids = torch.tensor([prompt.ids], dtype=torch.long, device=self.device)
-        inputs = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in prompt.inputs.items()}
-        with capture_hidden(self.model, hidden) as cap:
-            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **inputs)
-        kv = [(layer.keys, layer.values) for layer in cache.layers]
-        if hidden:
-            return out.logits[0, -1].float().cpu(), kv, cap.rows[0, -1].float().cpu()
-        return out.logits[0, -1].float().cpu(), kv
+        logits, kv, *rest = super().prefill(prompt, hidden)  # the prompt's own inputs: pixels, positions
+        return (logits.cpu(), kv, *(h.cpu() for h in rest))
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache,
