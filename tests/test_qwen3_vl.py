@@ -191,7 +191,7 @@ def test_missing_tokens_are_a_user_error(vlm, tmp_path):
 
 def test_unknown_model_type_is_a_user_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(UserError, match=r"unsupported model_type 'llama'.*supported: idefics3, qwen2_vl, qwen2_5_vl, qwen3_vl, internvl"):
+    with pytest.raises(UserError, match=r"unsupported model_type 'llama'.*supported: qwen2_vl, qwen2_5_vl, qwen3_vl, internvl, paddleocr_vl, idefics3"):
         load_vlm(model_cfg(tmp_path))
 
 

@@ -113,10 +113,19 @@ class CheckpointVLM:
         return dict(self.image_processor(images=[image.convert("RGB")], return_tensors="pt",
                                          **self.family.image_kwargs))
 
+    @property
+    def image_token(self) -> str:
+        return self.tokenizer.hf.convert_ids_to_tokens(self.tokenizer.image_id)
+
     def prompt(self, image: Image.Image, mode: str) -> Prompt:
+        """The chat template's prompt, its one image placeholder replaced as the family's
+        processor replaces it (in the text, before tokenizing, as the processor does)."""
         tok, fam = self.tokenizer, self.family
         px = self.image_inputs(image)
-        ids = fam.expand(tok.encode(self.prompt_text(mode)), px, tok.image_id, tok, self.model.config)
+        text = self.prompt_text(mode)
+        if text.count(self.image_token) != 1:
+            raise UserError(f"the chat template gives {text.count(self.image_token)} image placeholders, not one")
+        ids = tok.encode(text.replace(self.image_token, fam.replacement(px, self), 1))
         extra, delta = fam.positions(self.model, ids, px, tok.image_id)
         inputs = {k: v for k, v in px.items() if k in fam.image_inputs}
         return Prompt(ids, {**inputs, **extra}, position_offset=delta)

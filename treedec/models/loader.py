@@ -12,9 +12,10 @@ from treedec.models.checkpoint_vlm import CheckpointVLM
 from treedec.models.families import FAMILIES
 from treedec.models.vlm import SHIPPED, VLM, VLMSpec, model_type
 
-# config.json model_type -> the class that loads it (each a `PageModel`): treedec's own VLM, or
-# a transformers VLM of one of `treedec.models.families` (`CheckpointVLM`: embedded engine only)
-MODEL_TYPES: dict[str, type] = {"idefics3": VLM, **{kind: CheckpointVLM for kind in FAMILIES}}
+# config.json model_type -> the class that loads it (each a `PageModel`): a transformers VLM of one of
+# `treedec.models.families` (`CheckpointVLM`: embedded engine only), except treedec's own VLM (`VLM`: an
+# idefics3 folder with treedec.json)
+MODEL_TYPES: dict[str, type] = {kind: CheckpointVLM for kind in FAMILIES}
 
 
 def load_model(directory: str | Path, attn: str = "sdpa", fmt: str | None = None) -> PageModel:
@@ -25,7 +26,7 @@ def load_model(directory: str | Path, attn: str = "sdpa", fmt: str | None = None
     if kind not in MODEL_TYPES:
         raise UserError(f"unsupported model_type {kind!r} in {d / 'config.json'}; supported: "
                         f"{', '.join(MODEL_TYPES)}")
-    if MODEL_TYPES[kind] is VLM:
+    if kind == "idefics3" and (d / "treedec.json").is_file():
         return VLM.load(d, attn=attn)
     return MODEL_TYPES[kind].load(d, attn=attn, fmt=fmt)
 

@@ -11,9 +11,9 @@ import torch
 class Family:
     model_type: str  # config.json's
     model_class: str  # the transformers class that loads it (…ForConditionalGeneration)
-    # (ids with one image placeholder, the image processor's output, image token id, tokenizer, model config)
-    # -> ids expanded
-    expand: Callable[[list[int], dict, int, object, object], list[int]]
+    # (the image processor's output for one image, the `CheckpointVLM`: its tokenizer, image processor, model
+    # config) -> the text the family's processor writes in place of the prompt's one image placeholder
+    replacement: Callable[[dict, object], str]
     # (model, expanded ids, image processor output, image token id) -> (prefill inputs, rope delta)
     positions: Callable[[torch.nn.Module, list[int], dict, int], tuple[dict, int]]
     image_inputs: tuple[str, ...]  # the image processor's outputs the model's forward takes
@@ -33,13 +33,3 @@ class Family:
 def plain_positions(model, ids: list[int], image: dict, image_id: int) -> tuple[dict, int]:
     """1-D RoPE: the model numbers the prompt itself; nothing shifts decoded positions."""
     return {}, 0
-
-
-def expand_one(ids: list[int], image_id: int, replacement: list[int]) -> list[int]:
-    """`ids` with its one `image_id` replaced by `replacement` (a one-line error otherwise)."""
-    from treedec.errors import UserError
-
-    if ids.count(image_id) != 1:
-        raise UserError(f"the prompt template gives {ids.count(image_id)} image placeholders, not one")
-    at = ids.index(image_id)
-    return ids[:at] + replacement + ids[at + 1:]

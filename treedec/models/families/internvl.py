@@ -10,7 +10,7 @@ InternVL3.5 is one): a ViT, a pixel-shuffle MLP, a Qwen2/Qwen3 language model wi
 """
 from __future__ import annotations
 
-from treedec.models.families.base import Family, expand_one, plain_positions
+from treedec.models.families.base import Family, plain_positions
 
 
 def image_seq_length(config) -> int:
@@ -19,12 +19,11 @@ def image_seq_length(config) -> int:
     return int((v.image_size[0] // v.patch_size[0]) ** 2 * config.downsample_ratio ** 2)
 
 
-def expand(ids: list[int], image: dict, image_id: int, tok, config) -> list[int]:
-    hf = tok.hf
-    start, end = hf.convert_tokens_to_ids(hf.start_image_token), hf.convert_tokens_to_ids(hf.end_image_token)
-    n = image_seq_length(config) * int(image["num_patches"][0])
-    return expand_one(ids, image_id, [start] + [image_id] * n + [end])
+def replacement(image: dict, vlm) -> str:
+    hf = vlm.tokenizer.hf
+    n = image_seq_length(vlm.model.config) * int(image["num_patches"][0])
+    return hf.start_image_token + vlm.image_token * n + hf.end_image_token
 
 
-INTERNVL = Family("internvl", "InternVLForConditionalGeneration", expand, plain_positions, ("pixel_values",),
+INTERNVL = Family("internvl", "InternVLForConditionalGeneration", replacement, plain_positions, ("pixel_values",),
                   image_kwargs={"crop_to_patches": True})

@@ -1,5 +1,5 @@
-"""Qwen2-VL, Qwen2.5-VL and Qwen3-VL: one family shape (transformers 5.19's `qwen2_vl`,
-`qwen2_5_vl`, `qwen3_vl`).
+"""Qwen2-VL, Qwen2.5-VL, Qwen3-VL and PaddleOCR-VL: one family shape (transformers 5.19's
+`qwen2_vl`, `qwen2_5_vl`, `qwen3_vl`, `paddleocr_vl`).
 
 - Placeholder: `Qwen2VLProcessor.replace_image_token` (and Qwen2.5/3's, the same for an
   image) writes `<|image_pad|>` t*h*w / merge_size**2 times, from the image processor's
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import torch
 
-from treedec.models.families.base import Family, expand_one
+from treedec.models.families.base import Family
 
 
-def expand(ids: list[int], image: dict, image_id: int, tok, config) -> list[int]:
-    n = int(image["image_grid_thw"][0].prod()) // config.vision_config.spatial_merge_size ** 2
-    return expand_one(ids, image_id, [image_id] * n)
+def replacement(image: dict, vlm) -> str:
+    n = int(image["image_grid_thw"][0].prod()) // vlm.image_processor.merge_size ** 2
+    return vlm.image_token * n
 
 
 def mrope_positions(model, ids: list[int], image_grid_thw: torch.Tensor, image_id: int) -> tuple[torch.Tensor, int]:
@@ -36,10 +36,13 @@ def mrope(model, ids: list[int], image: dict, image_id: int) -> tuple[dict, int]
 
 
 def qwen(model_type: str, model_class: str) -> Family:
-    return Family(model_type, model_class, expand, mrope, ("pixel_values", "image_grid_thw"), rope_axes=3,
+    return Family(model_type, model_class, replacement, mrope, ("pixel_values", "image_grid_thw"), rope_axes=3,
                   takes_mm_token_type_ids=True)
 
 
 QWEN2_VL = qwen("qwen2_vl", "Qwen2VLForConditionalGeneration")
 QWEN2_5_VL = qwen("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration")
 QWEN3_VL = qwen("qwen3_vl", "Qwen3VLForConditionalGeneration")
+# PaddleOCR-VL: the same placeholder and M-RoPE (`PaddleOCRVLProcessor.replace_image_token`, its model's
+# `get_rope_index`), a NaViT-style ViT and an ERNIE-4.5 language model
+PADDLEOCR_VL = qwen("paddleocr_vl", "PaddleOCRVLForConditionalGeneration")
