@@ -86,12 +86,35 @@ def processor_text(vlm, image) -> str:
     return text.replace(token, cls.replace_image_token(me, inputs, 0), 1)
 
 
+def processor_ids(vlm, image) -> list[int] | None:
+    """The prompt's ids by the family's own processor where it can be built without
+    torchvision (Idefics3's and HunYuan-VL's have no video processor); None elsewhere."""
+    import transformers
+
+    kind = vlm.model.config.model_type
+    if kind == "idefics3":
+        from treedec.models.families.idefics3 import image_seq_len
+
+        proc = transformers.Idefics3Processor(vlm.image_processor, vlm.tokenizer.hf,
+                                              image_seq_len=image_seq_len(vlm.model.config))
+        images = [[image]]
+    elif kind == "hunyuan_vl":
+        proc, images = transformers.HunYuanVLProcessor(vlm.image_processor, vlm.tokenizer.hf), [image]
+    else:
+        return None
+    return proc(images=images, text=[vlm.prompt_text("flat")], add_special_tokens=False)["input_ids"][0]
+
+
 @pytest.mark.parametrize("kind", TYPES)
 def test_the_prompt_is_the_chat_template_expanded_as_the_processor_does(replica, kind):
     vlm = load(replica(kind))
     image = noise(0, 150, 90)
     p = vlm.prompt(image, "flat")
-    assert p.ids == vlm.tokenizer.encode(processor_text(vlm, image))
+    by_processor = processor_ids(vlm, image)
+    if by_processor is not None:
+        assert p.ids == list(by_processor)
+    else:
+        assert p.ids == vlm.tokenizer.encode(processor_text(vlm, image))
     assert PLAIN["flat"] in vlm.tokenizer.decode(p.ids)
     assert p.ids.count(vlm.tokenizer.image_id) > 1 and not vlm.tokenizer.treedec_tokens
 

@@ -7,9 +7,10 @@ the family's processor passes, and the prompt's positions (M-RoPE by the model's
 from __future__ import annotations
 
 from treedec.models.families.base import Family
+from treedec.models.families.hunyuan_vl import HUNYUAN_VL
 from treedec.models.families.idefics3 import IDEFICS3
 from treedec.models.families.internvl import INTERNVL
 from treedec.models.families.qwen_vl import PADDLEOCR_VL, QWEN2_5_VL, QWEN2_VL, QWEN3_VL
 
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (QWEN2_VL, QWEN2_5_VL, QWEN3_VL, INTERNVL, PADDLEOCR_VL,
-                                                        IDEFICS3)}
+                                                        IDEFICS3, HUNYUAN_VL)}
