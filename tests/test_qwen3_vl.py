@@ -180,13 +180,18 @@ def test_missing_tokens_are_a_user_error(vlm, tmp_path):
         vlm.prompt(page(5, 64, 64), "crop")
     with pytest.raises(UserError, match="has no token '<nope>'"):
         vlm.tokenizer.vocab["<nope>"]  # e.g. a strategy's token (padoc_rows' <tr>) the checkpoint lacks
+    bare = save_tiny_qwen3_vl(tmp_path / "bare", treedec_tokens=False)
     with pytest.raises(UserError, match=r"lacks treedec's tokens <BLOCK> <FORK> <CHILD> <eos> <\|title\|> <\|text_bl"):
-        load_vlm(model_cfg(save_tiny_qwen3_vl(tmp_path / "bare", treedec_tokens=False)))
+        load_vlm(OmegaConf.create({"name": "tiny", "path": str(bare), "format": "treedec"}))
+    plain = load_vlm(model_cfg(bare))  # without treedec's format: its own end, no fork (a strategy that forks says so)
+    assert not plain.tokenizer.treedec_tokens and plain.tokenizer.eos_ids == (plain.tokenizer.hf.eos_token_id,)
+    with pytest.raises(UserError, match="has no treedec tokens"):
+        plain.tokenizer.fork_id
 
 
 def test_unknown_model_type_is_a_user_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(UserError, match=r"unsupported model_type 'llama'.*supported: idefics3, qwen3_vl"):
+    with pytest.raises(UserError, match=r"unsupported model_type 'llama'.*supported: qwen2_vl, qwen2_5_vl, qwen3_vl, internvl, paddleocr_vl, idefics3"):
         load_vlm(model_cfg(tmp_path))
 
 

@@ -20,6 +20,8 @@ COMMANDS = {
     "evaluate": "score predicted pages (Markdown or JSON per page) against OmniDocBench ground truth",
     "compare": "one table (Markdown + HTML with plots) across the jobs of sweeps: runs=DIR or runs=[A,B]",
     "list": "list commands, config groups and their options",
+    "tiny": "a tiny random replica of a real VLM architecture: model_type=NAME [format=treedec] out=DIR",
+    "check": "decode a few pages with treedec and with transformers' generate; exit 1 where they diverge",
 }
 
 

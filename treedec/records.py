@@ -11,7 +11,7 @@ from typing import Any
 from treedec.data.sample import Sample
 from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
-from treedec.serialize import parse_flat
+from treedec.models.instructions import parse_output
 from treedec.strategies.base import Strategy
 
 
@@ -126,6 +126,16 @@ def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:
     sample = r.sample
     width, height = sample_size(sample)
     text = strategy.flat_text(r.graph)
-    parsed = parse_flat(text, width, height, image_path=sample.name)
+    parsed = parse_output(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
-    return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags)
+    return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags,
+                      extra=root_io(r, strategy))
+
+
+def root_io(r: PageDecoding, strategy: Strategy) -> dict[str, Any]:
+    """The root stream as fed and as generated, before parsing: `prompt` (text), `prompt_ids`
+    (image placeholders expanded), `raw_text` and `output_ids`."""
+    root, tok = r.graph[0], strategy.tokenizer
+    prompt, output = root.tokens[:root.prompt_len], root.tokens[root.prompt_len:]
+    return {"prompt": tok.decode(prompt), "prompt_ids": list(prompt), "raw_text": tok.decode(output),
+            "output_ids": list(output)}

@@ -43,6 +43,7 @@ class Tokenizer:
         self.hf = hf
         self.vocab = hf.get_vocab()
         self.pad_id, self.eos_id, self.unk_id = self.vocab[PAD], self.vocab[EOS], self.vocab[UNK]
+        self.eos_ids = (self.eos_id,)  # every id that ends a stream (a checkpoint's tokenizer may have several)
         self.bos_id, self.image_id = self.vocab[BOS], self.vocab[IMAGE]
         self.block_id, self.fork_id, self.child_id = self.vocab[BLOCK], self.vocab[FORK], self.vocab[CHILD]
 

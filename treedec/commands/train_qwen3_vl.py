@@ -32,7 +32,7 @@ def main(cfg, out: RunOutput, tcfg) -> dict | None:
         print(f"note: train.crops_per_page={tcfg.crops_per_page} is not used for Qwen3-VL (pages only)")
     ckpt = out.dir / "model"
     resuming = (ckpt / STATE).is_file()  # a checkpoint of this run: go on from it
-    vlm = Qwen3VL.load(ckpt if resuming else cfg.model.path, device="cpu")
+    vlm = Qwen3VL.load(ckpt if resuming else cfg.model.path, device="cpu", fmt="treedec")
     trainer = VLTrainer(vlm, tcfg, fcfg, make_logger(cfg.get("logger"), out.dir, cfg))
     if resuming and trainer.resume(ckpt) and trainer.rank == 0:
         print(f"resumed from {ckpt} at step {trainer.step}")

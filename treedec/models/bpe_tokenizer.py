@@ -14,7 +14,7 @@ import binascii
 from pathlib import Path
 
 from treedec.errors import UserError
-from treedec.models.qwen3_vl import REQUIRED_TOKENS, CheckpointTokenizer
+from treedec.models.checkpoint_tokenizer import REQUIRED_TOKENS, CheckpointTokenizer
 from treedec.tokenizer import IMAGE
 
 ROW_TAGS = ("<tr>", "</tr>")  # table_rows forks at them: a fine-tune for it adds them as tokens

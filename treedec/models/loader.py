@@ -8,23 +8,27 @@ from pathlib import Path
 from treedec.errors import UserError
 from treedec.models.forced import ForcedModel
 from treedec.models.page_model import PageModel
-from treedec.models.qwen3_vl import Qwen3VL
+from treedec.models.checkpoint_vlm import CheckpointVLM
+from treedec.models.families import FAMILIES
 from treedec.models.vlm import SHIPPED, VLM, VLMSpec, model_type
 
-# config.json model_type -> the adapter class that loads it (each a `PageModel`)
-MODEL_TYPES: dict[str, type] = {"idefics3": VLM, "qwen3_vl": Qwen3VL}
+# config.json model_type -> the class that loads it (each a `PageModel`): a transformers VLM of one of
+# `treedec.models.families` (`CheckpointVLM`: embedded engine only), except treedec's own VLM (`VLM`: an
+# idefics3 folder with treedec.json)
+MODEL_TYPES: dict[str, type] = {kind: CheckpointVLM for kind in FAMILIES}
 
 
-def load_model(directory: str | Path, attn: str = "sdpa") -> PageModel:
-    """Load a checkpoint folder by its config.json's `model_type`: `idefics3` (treedec's
-    own VLM, a `ServedPageModel`) or `qwen3_vl` (a `treedec.models.qwen3_vl.Qwen3VL`, a
-    `PageModel`: embedded engine only)."""
+def load_model(directory: str | Path, attn: str = "sdpa", fmt: str | None = None) -> PageModel:
+    """Load a checkpoint folder by its config.json's `model_type` (`MODEL_TYPES`); `fmt` (the
+    `model.format` config key) is passed to the model (treedec: its tokens are required)."""
     d = Path(directory)
     kind = model_type(d)
     if kind not in MODEL_TYPES:
         raise UserError(f"unsupported model_type {kind!r} in {d / 'config.json'}; supported: "
                         f"{', '.join(MODEL_TYPES)}")
-    return MODEL_TYPES[kind].load(d, attn=attn)
+    if kind == "idefics3" and (d / "treedec.json").is_file():
+        return VLM.load(d, attn=attn)
+    return MODEL_TYPES[kind].load(d, attn=attn, fmt=fmt)
 
 
 def checkpoint_path(model_cfg) -> Path | None:
@@ -58,4 +62,4 @@ def load_vlm(model_cfg) -> PageModel:
     path = checkpoint_path(model_cfg)
     if path is None:
         return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
-    return load_model(path)
+    return load_model(path, fmt=model_cfg.get("format"))

@@ -129,6 +129,10 @@ class VLM:
     def prompt(self, image: Image.Image, mode: str) -> Prompt:
         return Prompt(self.prompt_ids(mode), {"pixel_values": pixels([image], self.spec.image_size)})
 
+    def generate_inputs(self, prompt: Prompt) -> dict:
+        """What transformers' `generate` takes besides the prompt's ids (`treedec.check`)."""
+        return dict(prompt.inputs)
+
     def adapter(self) -> CausalLMAdapter:
         return CausalLMAdapter(self.model)
 

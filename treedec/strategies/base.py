@@ -122,7 +122,7 @@ class Strategy:
         return self.fork_rule(graph, sid, index, self.tokenizer) if self.fork_rule else []
 
     def is_end(self, graph: DecodingGraph, sid: int, token: int) -> bool:
-        return token == self.tokenizer.eos_id
+        return token in self.tokenizer.eos_ids
 
     @property
     def needs_hidden(self) -> bool:
@@ -148,4 +148,4 @@ class Strategy:
         """The page in flat form: every branch spliced in place of its fork token, its own
         `<eos>` dropped (nested branches too)."""
         tok = self.tokenizer
-        return tok.decode(graph.flatten(drop_tail=[tok.eos_id], nested_drop_head=self.nested_drop_head))
+        return tok.decode(graph.flatten(drop_tail=list(tok.eos_ids), nested_drop_head=self.nested_drop_head))
