@@ -45,11 +45,13 @@ def _stamps(out, names):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """Four synthetic pages: a two-page PDF first (its pages the first done; documents/ read back) and
-    two PNGs; an uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order)."""
+    """An unreadable file first (never marked done: tried again in each sitting), then four synthetic
+    pages: a two-page PDF (its pages the first done; documents/ read back) and two PNGs; an
+    uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order)."""
     root = tmp_path_factory.mktemp("resume")
     data = root / "in"
     data.mkdir()
+    (data / "a_bad.png").write_bytes(b"not a PNG")
     samples = list(open_dataset({"name": "synth", "pages": 4, "seed": 7000}, model_pages=checkpoint_pages(SHIPPED)))
     samples[0].image.save(data / "a_doc.pdf", "PDF", save_all=True, append_images=[samples[1].image])
     for s in samples[2:]:
@@ -69,15 +71,15 @@ def test_killed_run_resumes_the_rest_and_equals_an_uninterrupted_one(folder):
     assert folder["done"] == {"a_doc.p001", "a_doc.p002"}  # the kill came after the first two pages, in order
     assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["resumed_pages"] == KILLED_AT and s["pages_decoded"] == 2 and s["pages"] == 4
-    assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 2
+    assert s["resumed_pages"] == KILLED_AT and s["pages_decoded"] == 3 and s["pages"] == 5  # a_bad tried again
+    assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 3
     assert len(folder["stamps"]) == 3 * KILLED_AT and _stamps(out, folder["done"]) == folder["stamps"]  # the earlier pages' files untouched
     whole = _page_files(root / "whole")
-    assert len(whole) == 8 and _page_files(out) == whole  # every page, byte for byte
+    assert len(whole) == 10 and _page_files(out) == whole  # every page, byte for byte
     # documents and the inputs' figures cover all pages, the earlier ones read back from their files
     assert (out / "documents" / "a_doc.md").read_bytes() == (root / "whole" / "documents" / "a_doc.md").read_bytes()
     ref = json.loads((root / "whole" / "summary.json").read_text())
-    assert s["page_flags"] == ref["page_flags"] and ref["resumed_pages"] == 0 and ref["pages_decoded"] == 4
+    assert s["page_flags"] == ref["page_flags"] and ref["resumed_pages"] == 0 and ref["pages_decoded"] == 5
 
 
 def _copy(folder, name):
@@ -100,7 +102,7 @@ def test_a_half_written_page_is_redone(folder):
     r = _run(folder["data"], out)
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["resumed_pages"] == 2 and s["pages_decoded"] == 2
+    assert s["resumed_pages"] == 2 and s["pages_decoded"] == 3
     assert _page_files(out) == whole and _stamps(out, kept) == stamps
     assert not list((out / "pages").glob(".*.tmp"))
 

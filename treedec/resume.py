@@ -133,9 +133,12 @@ class Sitting:
         if done:
             print(f"note: resume=false: removed the {done} pages earlier sittings wrote to {self.dir}", file=sys.stderr)
 
-    def done(self, name: str) -> None:
-        """Mark page `name` done: called after all its files are in place; its journal line last."""
-        pages = self.dir / "pages"
+    def done(self, rec: PageRecord) -> None:
+        """Mark the page of `rec` done: called after all its files are in place; its journal line
+        last. A page that could not be read is not marked: the next sitting tries it again."""
+        if any(f.startswith("unreadable") for f in rec.flags):
+            return
+        pages, name = self.dir / "pages", rec.name
         entry = {"name": name, **{kind: sha256_file(pages / f"{name}{ext}") for kind, ext in HASHED.items()}}
         with (self.folder / JOURNAL).open("a", encoding="utf-8") as f:
             f.write(json.dumps(entry, ensure_ascii=False) + "\n")

@@ -172,7 +172,7 @@ def main(cfg, out: RunOutput) -> dict:
     def write(rec) -> None:  # the final pass's pages, written as they finish: an interrupted run keeps them
         written[rec.name] = rec
         out.page(rec.name, rec.figures(), rec.page)
-        sitting.done(rec.name)
+        sitting.done(rec)
 
     try:
         by_level, results_by_level = measure_levels(
