@@ -164,3 +164,29 @@ def test_read_back_pages_score_and_read_as_written(tmp_path):
         assert back[s.name].flags == ["x"] and back[s.name].steps == 3
     gts = [s.page for s in samples]
     assert evaluate_pages({n: r.page for n, r in back.items()}, gts) == evaluate_pages({s.name: s.page for s in samples}, gts)
+
+
+def test_the_journal_keeps_only_whole_pages(tmp_path):
+    """A page is done only with its journal line, written last, and its files as that line says:
+    a file cut short, changed or missing, or a line torn by a kill, and the page is not done."""
+    from treedec.records import PageRecord
+
+    samples = list(open_dataset({"name": "synth", "pages": 5, "seed": 9100}, render=False))
+    out, sitting = RunOutput(tmp_path), Sitting(tmp_path)
+    sitting.folder.mkdir()
+    for s in samples:
+        out.page(s.name, {"steps": 1}, s.page)
+        sitting.done(PageRecord(s.name, s.page, ""))
+    out.page("bad", {"flags": ["unreadable: x"]}, samples[0].page)
+    sitting.done(PageRecord("bad", samples[0].page, "", flags=["unreadable: x"]))  # tried again next time: not marked
+    names = [s.name for s in samples]
+    assert list(journal(tmp_path)) == names
+    pages = tmp_path / "pages"
+    cut = pages / f"{names[0]}.omnidocbench.json"
+    cut.write_bytes(cut.read_bytes()[:-3])
+    (pages / f"{names[1]}.md").write_text((pages / f"{names[1]}.md").read_text() + " ")
+    (pages / f"{names[2]}.md").unlink()
+    (pages / f"{names[3]}.json").write_text('{"name": "other"}')
+    lines = (sitting.folder / JOURNAL).read_text()
+    (sitting.folder / JOURNAL).write_text(lines[:-40])  # the last page's line torn
+    assert journal(tmp_path) == {}
