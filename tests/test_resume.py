@@ -18,7 +18,7 @@ from treedec.io.markdown import page_to_markdown
 from treedec.models.vlm import SHIPPED, checkpoint_pages
 from treedec.outputs import RunOutput
 from treedec.errors import UserError
-from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal
+from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal, resumes_in
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]  # the shipped tiny model (model=tiny, the default)
 KILLED_AT = 2
@@ -142,6 +142,10 @@ def test_a_rerun_whose_pages_would_differ_is_refused_in_one_line(folder):
 
 def test_resume_false_starts_afresh(folder, capsys):
     out = _copy(folder, "afresh")
+    # a sweep's job that the store runs resumes its folder's pages where it can, else starts afresh
+    assert resumes_in(_config(folder["data"], out, "runtime.max_pages=2"), out)
+    for change in ("+force=true", "compare=sequential", "strategy=sequential"):
+        assert not resumes_in(_config(folder["data"], out, change), out), change
     (out / "pages" / "other.md").write_text("a page of another run")
     sitting = Sitting.open(_config(folder["data"], out, "strategy=sequential", "resume=false"), out)
     assert sitting.earlier == {} and journal(out) == {} and list((out / "pages").iterdir()) == []

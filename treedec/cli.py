@@ -153,8 +153,13 @@ def _task(command: str):
                 if found is not None:
                     print(f"done, not rerun: {found} (+force=true recomputes)")
                     return
+            afresh = []  # a job the store runs starts afresh where its folder's pages cannot resume (treedec.resume)
+            if sweep and command == "run":
+                from treedec.resume import resumes_in
+                if not resumes_in(cfg, hc.runtime.output_dir):
+                    cfg.resume, afresh = False, ["resume=false"]
             if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
-                summary = _in_fresh_process(command, list(hc.overrides.task), hc.runtime.output_dir)  # for those before it
+                summary = _in_fresh_process(command, [*hc.overrides.task, *afresh], hc.runtime.output_dir)  # for those before it
                 if job is not None:
                     job.record(summary)
                 return

@@ -215,6 +215,16 @@ def check(cfg: Any, out: str | Path) -> dict[str, dict]:
     return done
 
 
+def resumes_in(cfg: Any, out: str | Path) -> bool:
+    """For a job of a sweep, which the results store has decided to run: whether it resumes the
+    pages its folder holds. Not with `+force=true` (recompute), `compare=`, or pages another config
+    made: the job then starts afresh (`resume=false`) rather than being refused."""
+    stored = _stored(Path(out))
+    if stored is None or not journal(out):
+        return True
+    return not (cfg.get("force") or cfg.get("compare") or differences(stored, fingerprint(cfg)))
+
+
 def _stored(out: Path) -> dict | None:
     try:
         return json.loads((out / FOLDER / FINGERPRINT).read_text(encoding="utf-8"))
