@@ -18,7 +18,7 @@ from treedec.io.markdown import page_to_markdown
 from treedec.models.vlm import SHIPPED, checkpoint_pages
 from treedec.outputs import RunOutput
 from treedec.errors import UserError
-from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal
+from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal, resumes_in
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]  # the shipped tiny model (model=tiny, the default)
 KILLED_AT = 2
@@ -45,11 +45,13 @@ def _stamps(out, names):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """Four synthetic pages: a two-page PDF first (its pages the first done; documents/ read back) and
-    two PNGs; an uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order)."""
+    """An unreadable file first (never marked done: tried again in each sitting), then four synthetic
+    pages: a two-page PDF (its pages the first done; documents/ read back) and two PNGs; an
+    uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order)."""
     root = tmp_path_factory.mktemp("resume")
     data = root / "in"
     data.mkdir()
+    (data / "a_bad.png").write_bytes(b"not a PNG")
     samples = list(open_dataset({"name": "synth", "pages": 4, "seed": 7000}, model_pages=checkpoint_pages(SHIPPED)))
     samples[0].image.save(data / "a_doc.pdf", "PDF", save_all=True, append_images=[samples[1].image])
     for s in samples[2:]:
@@ -69,15 +71,15 @@ def test_killed_run_resumes_the_rest_and_equals_an_uninterrupted_one(folder):
     assert folder["done"] == {"a_doc.p001", "a_doc.p002"}  # the kill came after the first two pages, in order
     assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["resumed_pages"] == KILLED_AT and s["pages_decoded"] == 2 and s["pages"] == 4
-    assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 2
+    assert s["resumed_pages"] == KILLED_AT and s["pages_decoded"] == 3 and s["pages"] == 5  # a_bad tried again
+    assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 3
     assert len(folder["stamps"]) == 3 * KILLED_AT and _stamps(out, folder["done"]) == folder["stamps"]  # the earlier pages' files untouched
     whole = _page_files(root / "whole")
-    assert len(whole) == 8 and _page_files(out) == whole  # every page, byte for byte
+    assert len(whole) == 10 and _page_files(out) == whole  # every page, byte for byte
     # documents and the inputs' figures cover all pages, the earlier ones read back from their files
     assert (out / "documents" / "a_doc.md").read_bytes() == (root / "whole" / "documents" / "a_doc.md").read_bytes()
     ref = json.loads((root / "whole" / "summary.json").read_text())
-    assert s["page_flags"] == ref["page_flags"] and ref["resumed_pages"] == 0 and ref["pages_decoded"] == 4
+    assert s["page_flags"] == ref["page_flags"] and ref["resumed_pages"] == 0 and ref["pages_decoded"] == 5
 
 
 def _copy(folder, name):
@@ -100,7 +102,7 @@ def test_a_half_written_page_is_redone(folder):
     r = _run(folder["data"], out)
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["resumed_pages"] == 2 and s["pages_decoded"] == 2
+    assert s["resumed_pages"] == 2 and s["pages_decoded"] == 3
     assert _page_files(out) == whole and _stamps(out, kept) == stamps
     assert not list((out / "pages").glob(".*.tmp"))
 
@@ -140,6 +142,10 @@ def test_a_rerun_whose_pages_would_differ_is_refused_in_one_line(folder):
 
 def test_resume_false_starts_afresh(folder, capsys):
     out = _copy(folder, "afresh")
+    # a sweep's job that the store runs resumes its folder's pages where it can, else starts afresh
+    assert resumes_in(_config(folder["data"], out, "runtime.max_pages=2"), out)
+    for change in ("+force=true", "compare=sequential", "strategy=sequential"):
+        assert not resumes_in(_config(folder["data"], out, change), out), change
     (out / "pages" / "other.md").write_text("a page of another run")
     sitting = Sitting.open(_config(folder["data"], out, "strategy=sequential", "resume=false"), out)
     assert sitting.earlier == {} and journal(out) == {} and list((out / "pages").iterdir()) == []
@@ -162,3 +168,29 @@ def test_read_back_pages_score_and_read_as_written(tmp_path):
         assert back[s.name].flags == ["x"] and back[s.name].figures()["steps"] == 3
     gts = [s.page for s in samples]
     assert evaluate_pages({n: r.page for n, r in back.items()}, gts) == evaluate_pages({s.name: s.page for s in samples}, gts)
+
+
+def test_the_journal_keeps_only_whole_pages(tmp_path):
+    """A page is done only with its journal line, written last, and its files as that line says:
+    a file cut short, changed or missing, or a line torn by a kill, and the page is not done."""
+    from treedec.records import PageRecord
+
+    samples = list(open_dataset({"name": "synth", "pages": 5, "seed": 9100}, render=False))
+    out, sitting = RunOutput(tmp_path), Sitting(tmp_path)
+    sitting.folder.mkdir()
+    for s in samples:
+        out.page(s.name, {"steps": 1}, s.page)
+        sitting.done(PageRecord(s.name, s.page, ""))
+    out.page("bad", {"flags": ["unreadable: x"]}, samples[0].page)
+    sitting.done(PageRecord("bad", samples[0].page, "", flags=["unreadable: x"]))  # tried again next time: not marked
+    names = [s.name for s in samples]
+    assert list(journal(tmp_path)) == names
+    pages = tmp_path / "pages"
+    cut = pages / f"{names[0]}.omnidocbench.json"
+    cut.write_bytes(cut.read_bytes()[:-3])
+    (pages / f"{names[1]}.md").write_text((pages / f"{names[1]}.md").read_text() + " ")
+    (pages / f"{names[2]}.md").unlink()
+    (pages / f"{names[3]}.json").write_text('{"name": "other"}')
+    lines = (sitting.folder / JOURNAL).read_text()
+    (sitting.folder / JOURNAL).write_text(lines[:-40])  # the last page's line torn
+    assert journal(tmp_path) == {}

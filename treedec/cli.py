@@ -168,8 +168,13 @@ def _job(command: str, cfg, hc) -> None:
         if found is not None:
             print(f"done, not rerun: {found} (+force=true recomputes)")
             return
+    afresh = []  # a job the store runs starts afresh where its folder's pages cannot resume (treedec.resume)
+    if sweep and command == "run":
+        from treedec.resume import resumes_in
+        if not resumes_in(cfg, hc.runtime.output_dir):
+            cfg.resume, afresh = False, ["resume=false"]
     if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
-        summary = _in_fresh_process(command, list(hc.overrides.task), hc.runtime.output_dir)  # for those before it
+        summary = _in_fresh_process(command, [*hc.overrides.task, *afresh], hc.runtime.output_dir)  # for those before it
     else:
         summary = _run_here(command, cfg, hc, sweep)
     if job is not None and summary is not None:

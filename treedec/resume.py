@@ -133,9 +133,12 @@ class Sitting:
         if done:
             print(f"note: resume=false: removed the {done} pages earlier sittings wrote to {self.dir}", file=sys.stderr)
 
-    def done(self, name: str) -> None:
-        """Mark page `name` done: called after all its files are in place; its journal line last."""
-        pages = self.dir / "pages"
+    def done(self, rec: PageRecord) -> None:
+        """Mark the page of `rec` done: called after all its files are in place; its journal line
+        last. A page that could not be read is not marked: the next sitting tries it again."""
+        if any(f.startswith("unreadable") for f in rec.flags):
+            return
+        pages, name = self.dir / "pages", rec.name
         entry = {"name": name, **{kind: sha256_file(pages / f"{name}{ext}") for kind, ext in HASHED.items()}}
         with (self.folder / JOURNAL).open("a", encoding="utf-8") as f:
             f.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -210,6 +213,16 @@ def check(cfg: Any, out: str | Path) -> dict[str, dict]:
         print(f"note: treedec's code changed since the first sitting into {out}; its {len(done)} pages are kept",
               file=sys.stderr)
     return done
+
+
+def resumes_in(cfg: Any, out: str | Path) -> bool:
+    """For a job of a sweep, which the results store has decided to run: whether it resumes the
+    pages its folder holds. Not with `+force=true` (recompute), `compare=`, or pages another config
+    made: the job then starts afresh (`resume=false`) rather than being refused."""
+    stored = _stored(Path(out))
+    if stored is None or not journal(out):
+        return True
+    return not (cfg.get("force") or cfg.get("compare") or differences(stored, fingerprint(cfg)))
 
 
 def _stored(out: Path) -> dict | None:

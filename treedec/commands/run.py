@@ -90,7 +90,7 @@ def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: 
     def write(rec) -> None:
         written[rec.name] = rec
         out.page(rec.name, rec.figures(), rec.page)
-        sitting.done(rec.name)
+        sitting.done(rec)
 
     try:
         by_level, results_by_level = measure_levels(
