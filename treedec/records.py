@@ -31,7 +31,7 @@ class PageRecord:
     decoding: PageDecoding | None = field(default=None, repr=False)  # None: not decoded
     gt: Page | None = None
     flags: list[str] = field(default_factory=list)  # what reading the sample found, the runtime's cuts, the repairs
-    extra: dict[str, Any] = field(default_factory=dict)  # the stages' figures of the page (HSD: drafting, stage 1)
+    stage_figures: dict[str, Any] = field(default_factory=dict)  # of the stages around the decode (HSD's stage 1)
 
     steps = _decoded("steps", 0)
     generated = _decoded("generated", 0)
@@ -47,6 +47,11 @@ class PageRecord:
         return len(self.decoding.graph) if self.decoding else 0
 
     @property
+    def extra(self) -> dict[str, Any]:
+        """The page's figures besides the decoding's own: its stages', then its runtime's (vLLM: prefix cache)."""
+        return {**self.stage_figures, **(self.decoding.extra if self.decoding else {})}
+
+    @property
     def accepted_per_step(self) -> float:
         """Tokens a stream gains per forward it takes part in (1 without drafts; HSD's AAL)."""
         stream_steps = sum(len(t) for t in self.timeline)
@@ -60,13 +65,12 @@ class PageRecord:
         return max((i + 1 for i, t in enumerate(self.timeline) if root in t), default=0)
 
     def figures(self) -> dict[str, Any]:
-        runtime = self.decoding.extra if self.decoding else {}
         return {"steps": self.steps, "root_steps": self.root_steps, "generated_tokens": self.generated,
                 "streams": self.streams,
                 "tokens_per_step": self.generated / self.steps if self.steps else 0.0,
                 "accepted_per_step": self.accepted_per_step,
                 "latency_s": self.latency_s, "queue_s": self.queue_s, "drafted_tokens": self.drafted,
-                "accepted_tokens": self.accepted, **self.extra, **runtime, "flags": self.flags}
+                "accepted_tokens": self.accepted, **self.extra, "flags": self.flags}
 
 
 @dataclass

@@ -81,6 +81,10 @@ class Engine:
     def attention_stats(self) -> AttentionStats:
         return self.observer.attention
 
+    @property
+    def log(self) -> pass_log.PassLog | None:
+        return self.observer.log
+
     # ------------------------------------------------------------------ public
     def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageDecoding], None] | None = None
             ) -> Iterator[PageDecoding]:

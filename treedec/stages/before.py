@@ -150,7 +150,7 @@ def _add(figures: dict, rec: PageRecord) -> PageRecord:
     if f is not None:
         if rec.decoding is not None:  # a page not decoded was not read in stage 1 either
             rec.decoding.steps += f.get("stage1_steps", 0)
-        rec.extra = {**f, **rec.extra}
+        rec.stage_figures = {**f, **rec.stage_figures}
     return rec
 
 
