@@ -104,6 +104,8 @@ class PipelineConfig:
     rec_width: int = 320  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
     det_down: bool = False  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
+    orientation: bool = True  # each text line's crop classified upright / upside down (and turned) before reading
+    mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config: part of every cache key."""
@@ -121,9 +123,6 @@ def config_of(options, key: str) -> PipelineConfig | None:
         return PipelineConfig(**dict(options))
     except TypeError as e:
         raise UserError(f"bad {key} option: {e}") from None
-
-
-_SHARED: dict[PipelineConfig, "PipelineOCR"] = {}
 
 
 class PipelineOCR:
@@ -147,15 +146,6 @@ class PipelineOCR:
     @property
     def tag(self) -> str:
         return self.config.tag()
-
-    @classmethod
-    def shared(cls, config: PipelineConfig | None = None) -> "PipelineOCR":
-        """One drafter per config for the whole process (its models load once: a run does not
-        pay for loading them again; drafting keeps no state between pages)."""
-        cfg = config or PipelineConfig()
-        if cfg not in _SHARED:
-            _SHARED[cfg] = cls(cfg)
-        return _SHARED[cfg]
 
     # models ------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -182,9 +172,12 @@ class PipelineOCR:
         self._ocr = RapidOCR(params={
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
             "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Det.limit_side_len": int(self.config.det_side),
-            "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+            "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+            "EngineConfig.onnxruntime.enable_cpu_mem_arena": bool(self.config.mem_arena)})
         # its models now, not on the first page (rapidocr loads them lazily); each step timed as its stage
-        self._ocr._load_det_model(), self._ocr._load_cls_model(), self._ocr._load_rec_model()
+        self._ocr._load_det_model(), self._ocr._load_rec_model()
+        if self.config.orientation:
+            self._ocr._load_cls_model()
         for method, stage in (("detect_and_crop", "detection"), ("cls_and_rotate", "orientation"),
                               ("recognize_txt", "recognition")):
             setattr(self._ocr, method, self.clock.timed(stage, getattr(self._ocr, method)))
@@ -290,7 +283,7 @@ class PipelineOCR:
     def _read_page(self, bgr: np.ndarray) -> list[Line]:
         """Every text line the detector finds, read by the recogniser (scores unfiltered)."""
         self._fit_detector(*bgr.shape[:2])
-        res = self._ocr(bgr, use_det=True, use_cls=True, use_rec=True, return_word_box=True,
+        res = self._ocr(bgr, use_det=True, use_cls=self.config.orientation, use_rec=True, return_word_box=True,
                         return_single_char_box=True)
         if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
             return []

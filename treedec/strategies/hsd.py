@@ -34,6 +34,7 @@ from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.engine.engine import PENDING
 from treedec.errors import UserError
+from treedec.ocr.drafters import Drafters
 from treedec.page import Page
 from treedec.strategies.base import STRATEGIES, Strategy, options_of
 from treedec.strategies.hsd_stage1 import CropReads, crop_blocks, crop_reading, model_grid, stage1_mode
@@ -45,7 +46,7 @@ from treedec.tokenizer import Tokenizer
 from treedec.training.examples import snap_box
 
 
-def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress: bool = True) -> dict:
+def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress: bool = True, drafters=None) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
     if source != "pipeline":  # a folder of drafts made beforehand (`python -m treedec draft`)
@@ -54,7 +55,8 @@ def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress
         return read_drafts(samples, source)
     from treedec.ocr.cache import draft_pages
 
-    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr, progress=progress)
+    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr, progress=progress,
+                       drafters=drafters)
 
 
 class TwoStages:
@@ -71,15 +73,16 @@ class TwoStages:
         self.noise = options.draft_noise
         self.workers, self.ahead = options.draft_workers, options.draft_ahead
         self.beside = self.workers > 0 and self.source == "pipeline"
+        self.drafters = Drafters()  # this strategy's pipeline drafter and worker pools: models load once for its runs
 
     def drafted(self, vlm, samples, cache_dir: str | None, beside: bool, progress: bool = True) -> Iterator:
         """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
         drafted in worker processes, `PENDING` while the next draft is not done (`hsd_stream`)."""
         if beside:
-            for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr):
+            for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr, self.drafters):
                 yield item if item is PENDING else self._fitted(vlm, *item)
             return
-        pages = _draft_pages(samples, self.source, cache_dir, self.ocr, progress)
+        pages = _draft_pages(samples, self.source, cache_dir, self.ocr, progress, self.drafters)
         for s in samples:
             yield self._fitted(vlm, s, pages.get(s.name))
 
