@@ -105,6 +105,8 @@ class PipelineConfig:
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
     det_down: bool = False  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
     orientation: bool = True  # each text line's crop classified upright / upside down (and turned) before reading
+    det_min_text: float = 0.0  # with det_down: lines under this many pixels high at the detector's scale (median)
+    # send the page to the detector again at its own size (0: never)
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
 
     def tag(self) -> str:
@@ -282,9 +284,7 @@ class PipelineOCR:
 
     def _read_page(self, bgr: np.ndarray) -> list[Line]:
         """Every text line the detector finds, read by the recogniser (scores unfiltered)."""
-        self._fit_detector(*bgr.shape[:2])
-        res = self._ocr(bgr, use_det=True, use_cls=self.config.orientation, use_rec=True, return_word_box=True,
-                        return_single_char_box=True)
+        res = self._detect_and_read(bgr)
         if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
             return []
         words = getattr(res, "word_results", None) or ()
@@ -300,19 +300,45 @@ class PipelineOCR:
                               text, float(score), xs))
         return found
 
-    def _fit_detector(self, h: int, w: int) -> None:
-        """The detector's input for an h x w page: its shorter side `det_side` pixels (a larger
-        page scaled down only with `det_down`). rapidocr first caps the longer side at its
-        `max_side_len`; its detector then scales the shorter side up to `limit_side_len`
-        (`min`) or the longer side down to it (`max`)."""
-        det, cap = self._ocr.text_det, float(self._ocr.max_side_len)
-        cut = min(1.0, cap / max(h, w))
-        short, long = min(h, w) * cut, max(h, w) * cut
-        side = int(self.config.det_side)
-        if self.config.det_down and short > side:
-            det.limit_type, det.limit_side_len = "max", round(long * side / short)
-        else:
-            det.limit_type, det.limit_side_len = "min", side
+    def _detect_and_read(self, bgr: np.ndarray):
+        """rapidocr's own steps (`RapidOCR.__call__`: detect and crop, orient, recognise), with a
+        second detection, on the page at its own size, when the first one on the page scaled
+        down (`det_down`) found lines under `det_min_text` pixels high: text too small for it."""
+        from rapidocr.ch_ppocr_cls import TextClsOutput
+        from rapidocr.main import RapidOCRError
+
+        ocr = self._ocr
+        ocr.update_params(return_word_box=True, return_single_char_box=True)
+        img, op_record = ocr.preprocess_img(bgr)
+        try:
+            scale = self._fit_detector(*img.shape[:2])
+            crops, det = ocr.detect_and_crop(img, op_record)
+            small = float(np.median([np.linalg.norm(q[3] - q[0]) for q in det.boxes])) * scale < self.config.det_min_text
+            if scale < 1.0 and small:
+                self._fit_detector(*img.shape[:2], down=False)
+                crops, det = ocr.detect_and_crop(img, op_record)
+            if self.config.orientation:
+                crops, cls = ocr.cls_and_rotate(crops)
+            else:
+                cls = TextClsOutput()
+            rec = ocr.recognize_txt(crops)
+        except RapidOCRError:  # nothing detected, or nothing read (rapidocr's own call logs and returns nothing)
+            return None
+        return ocr.build_final_output(bgr, det, cls, rec, crops, op_record)
+
+    def _fit_detector(self, h: int, w: int, down: bool | None = None) -> float:
+        """Size the detector's input for an h x w page (as rapidocr has capped its longer side at
+        `max_side_len`): its shorter side `det_side` pixels, a larger page scaled down only with
+        `det_down` (`down`: instead of the config's). rapidocr's detector scales the shorter side
+        up to `limit_side_len` (`min`) or the longer side down to it (`max`). The scale the
+        page is detected at (1.0: its own size or larger)."""
+        det, side = self._ocr.text_det, int(self.config.det_side)
+        down = self.config.det_down if down is None else down
+        if down and min(h, w) > side:
+            det.limit_type, det.limit_side_len = "max", round(max(h, w) * side / min(h, w))
+            return side / min(h, w)
+        det.limit_type, det.limit_side_len = "min", side
+        return 1.0
 
     def _fixed_pitch(self, found: list[Line], bgr: np.ndarray, ink: np.ndarray) -> tuple[list[Line], float | None]:
         """The fixed-cell repairs, which run only where the detector cut glyphs of a fixed pitch
