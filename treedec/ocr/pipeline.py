@@ -105,6 +105,7 @@ class PipelineConfig:
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
     det_down: bool = False  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
     orientation: bool = True  # each text line's crop classified upright / upside down (and turned) before reading
+    det_max_up: float = 0.0  # a smaller page is scaled up to det_side, at most this many times (0: no limit)
     det_min_text: float = 0.0  # with det_down: lines under this many pixels high at the detector's scale (median)
     # send the page to the detector again at its own size (0: never)
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
@@ -337,6 +338,8 @@ class PipelineOCR:
         if down and min(h, w) > side:
             det.limit_type, det.limit_side_len = "max", round(max(h, w) * side / min(h, w))
             return side / min(h, w)
+        if self.config.det_max_up > 0:  # a small page scaled up at most this many times
+            side = min(side, round(min(h, w) * self.config.det_max_up))
         det.limit_type, det.limit_side_len = "min", side
         return 1.0
 
