@@ -101,12 +101,12 @@ class PipelineConfig:
     join_gap: float = 1.0  # detected pieces of a row closer than this many line heights are read as one (0: never)
     tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
     threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
-    rec_width: int = 320  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
+    rec_width: int = 48  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
-    det_down: bool = False  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
-    orientation: bool = True  # each text line's crop classified upright / upside down (and turned) before reading
-    det_max_up: float = 0.0  # a smaller page is scaled up to det_side, at most this many times (0: no limit)
-    det_min_text: float = 0.0  # with det_down: lines under this many pixels high at the detector's scale (median)
+    det_down: bool = True  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
+    orientation: bool = False  # each text line's crop classified upright / upside down (and turned) before reading
+    det_max_up: float = 2.0  # a smaller page is scaled up to det_side, at most this many times (0: no limit)
+    det_min_text: float = 15.0  # with det_down: lines under this many pixels high at the detector's scale (median)
     # send the page to the detector again at its own size (0: never)
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
 
