@@ -323,6 +323,6 @@ def test_detector_input_is_sized_by_the_pages_shorter_side():
 
     assert fit(2000, 1500, det_down=True) == ("max", round(2000 * 736 / 1500), round(736 / 1500, 3))
     assert fit(2000, 1500, det_down=False) == ("min", 736, 1.0)  # rapidocr's "min": never scaled down
-    assert fit(256, 256, det_down=True, det_max_up=0) == ("min", 736, 1.0)  # scaled up to 736
+    assert fit(256, 256, det_down=True) == ("min", 736, 1.0)  # scaled up to 736
     assert fit(256, 256, det_max_up=2.0) == ("min", 512, 1.0)
     assert fit(500, 400, det_max_up=2.0) == ("min", 736, 1.0)

@@ -105,7 +105,7 @@ class PipelineConfig:
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
     det_down: bool = True  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
     orientation: bool = False  # each text line's crop classified upright / upside down (and turned) before reading
-    det_max_up: float = 2.0  # a smaller page is scaled up to det_side, at most this many times (0: no limit)
+    det_max_up: float = 0.0  # a smaller page is scaled up to det_side, at most this many times (0: no limit)
     det_min_text: float = 15.0  # with det_down: lines under this many pixels high at the detector's scale (median)
     # send the page to the detector again at its own size (0: never)
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
