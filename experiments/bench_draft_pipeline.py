@@ -51,7 +51,8 @@ from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.models.loader import load_vlm
 from treedec.ocr.pipeline import PipelineConfig
-from treedec.ocr.pool import DraftQueue, worker_pool
+from treedec.ocr.drafters import Drafters
+from treedec.ocr.pool import DraftQueue
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
@@ -74,11 +75,11 @@ def timed_run(vlm, strategy_cfg: dict, samples, ecfg: EngineConfig, cold: bool) 
             "texts": [vlm.tokenizer.encode(r.text) for r in res.records]}
 
 
-def drafter_alone(samples, workers: int, config: PipelineConfig, cache_dir: str) -> dict:
-    """Every page drafted from the empty cache `cache_dir` (left there)."""
+def drafter_alone(samples, workers: int, config: PipelineConfig, cache_dir: str, drafters: Drafters) -> dict:
+    """Every page drafted from the empty cache `cache_dir` (left there), by `drafters`' drafter or pool."""
     t = time.perf_counter()
     costs = [c for _, _, c in DraftQueue(samples, workers=workers, ahead=max(8, 2 * workers), cache_dir=cache_dir,
-                                         config=config)]
+                                         config=config, drafters=drafters)]
     return {"workers": workers, "wall_s": time.perf_counter() - t, "cpu_s": sum(c.cpu_s for c in costs)}
 
 
@@ -108,9 +109,10 @@ def main() -> None:
     config = PipelineConfig(**(ocr or {}))
     hsd = {"name": "padoc_hsd", "ocr": ocr, **json.loads(args.hsd)}
     seq = timed_run(vlm, {"name": "sequential"}, samples, ecfg, cold=True)
-    list(DraftQueue(samples[:1], workers=0, config=config))  # warm-up: the drafter's models load (drafted again, cold)
+    drafters = Drafters()  # the drafter alone's drafter and pool, started before they are timed
+    list(DraftQueue(samples[:1], workers=0, config=config, drafters=drafters))  # warm-up: models load (drafted again)
     with tempfile.TemporaryDirectory() as cache:  # one empty cache: filled by the drafter alone, read by the decoder
-        draft = drafter_alone(samples, 0, config, cache)
+        draft = drafter_alone(samples, 0, config, cache, drafters)
         decode = timed_run(vlm, {**hsd, "cache_dir": cache}, samples, ecfg, cold=False)
     both = {}
     for t in args.pipeline_threads or [args.threads]:
@@ -118,9 +120,9 @@ def main() -> None:
         for w in args.workers:
             both[w, t] = timed_run(vlm, {**hsd, "draft_workers": w}, samples, ecfg, cold=True)
     torch.set_num_threads(args.threads)
-    worker_pool(2, config)  # started (models loaded) before it is timed
+    drafters.pool(2, config)  # started (models loaded) before it is timed
     with tempfile.TemporaryDirectory() as cache:  # the drafter alone in 2 workers: how drafting itself scales
-        draft2 = drafter_alone(samples, 2, config, cache)
+        draft2 = drafter_alone(samples, 2, config, cache, drafters)
 
     D, E = draft["cpu_s"], decode["wall_s"]
     bound = max(D, E, (D + E) / 2)

@@ -155,13 +155,14 @@ def test_drafter_options_and_workers_from_the_strategy_config():
     from treedec.ocr.pipeline import PipelineConfig
     from treedec.strategies.base import build_strategy
 
-    s = build_strategy({"name": "padoc_hsd", "ocr": {"rec_width": 48}, "draft_workers": 2}, TOK)
-    assert s.before.ocr == PipelineConfig(rec_width=48) and s.before.workers == 2 and s.before.beside
+    s = build_strategy({"name": "padoc_hsd", "ocr": {"rec_width": 96}, "draft_workers": 2}, TOK)
+    assert s.before.ocr == PipelineConfig(rec_width=96) and s.before.workers == 2 and s.before.beside
     assert build_strategy({"name": "hsd"}, TOK).before.ocr is None
     assert not build_strategy({"name": "hsd"}, TOK).before.beside  # drafting first, as before
-    # an option added later leaves the default config's tag (cache keys, drafts' info) as it was
-    assert PipelineConfig(rec_width=320, det_side=736).tag() == PipelineConfig().tag() != PipelineConfig(rec_width=48).tag()
-    assert PipelineConfig(det_side=512).tag() not in (PipelineConfig().tag(), PipelineConfig(rec_width=48).tag())
+    # every option is in the tag (cache keys, drafts' info), and so is the drafter's version
+    tags = {PipelineConfig().tag(), PipelineConfig(rec_width=96).tag(), PipelineConfig(det_side=512).tag(),
+            PipelineConfig(det_down=not PipelineConfig.det_down).tag()}
+    assert len(tags) == 4 and all(t.startswith("pipeline-ocr/4:") for t in tags)
     with pytest.raises(UserError, match="strategy.ocr"):
         build_strategy({"name": "padoc_hsd", "ocr": {"rec_wdth": 48}}, TOK)
     with pytest.raises(UserError, match="draft_workers"):

@@ -304,3 +304,25 @@ def test_draft_text_is_close_to_ground_truth(drafted):
         dr = " ".join(b.content for b in pages[s.name].reading_order()
                       if b.category not in ("table", "equation_isolated"))
         assert Levenshtein.distance(gt, dr) / max(len(gt), len(dr), 1) <= 0.15, (s.name, gt, dr)
+
+
+def test_detector_input_is_sized_by_the_pages_shorter_side():
+    """det_side: the shorter side the detector sees; det_down: larger pages scaled down to it
+    (otherwise seen at their own size); det_max_up: small pages scaled up at most so much."""
+    from types import SimpleNamespace
+
+    for mod in ("rapidocr", "rapid_layout", "rapid_table", "onnxruntime", "cv2"):
+        pytest.importorskip(mod)
+    from treedec.ocr.pipeline import PipelineOCR
+
+    def fit(h, w, **cfg):
+        d = PipelineOCR(PipelineConfig(**cfg))
+        d._ocr = SimpleNamespace(text_det=SimpleNamespace())
+        scale = d._fit_detector(h, w)
+        return d._ocr.text_det.limit_type, d._ocr.text_det.limit_side_len, round(scale, 3)
+
+    assert fit(2000, 1500, det_down=True) == ("max", round(2000 * 736 / 1500), round(736 / 1500, 3))
+    assert fit(2000, 1500, det_down=False) == ("min", 736, 1.0)  # rapidocr's "min": never scaled down
+    assert fit(256, 256, det_down=True) == ("min", 736, 1.0)  # scaled up to 736
+    assert fit(256, 256, det_max_up=2.0) == ("min", 512, 1.0)
+    assert fit(500, 400, det_max_up=2.0) == ("min", 736, 1.0)

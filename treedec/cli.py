@@ -18,6 +18,7 @@ COMMANDS = {
     "run": "parse pages with a strategy; quality, depth and speed (compare=STRATEGY for ratios)",
     "train": "train the tiny document VLM on synthetic pages (resumes from out/checkpoints)",
     "evaluate": "score predicted pages (Markdown or JSON per page) against OmniDocBench ground truth",
+    "draft": "the pipeline drafter alone: each page's draft as OmniDocBench JSON (for strategy.drafts=DIR), CPU-s per page",
     "compare": "one table (Markdown + HTML with plots) across the jobs of sweeps: runs=DIR or runs=[A,B]",
     "list": "list commands, config groups and their options",
     "tiny": "a tiny random replica of a real VLM architecture: model_type=NAME [format=treedec] out=DIR",
@@ -29,13 +30,15 @@ def _conf_dir():
     return resources.files("treedec") / "conf"
 
 
-def groups() -> dict[str, list[str]]:
-    """Config groups (folders of treedec/conf) and their options."""
+def groups(plugins: bool = True) -> dict[str, list[str]]:
+    """Config groups (folders of treedec/conf) and their options (`plugins`: with the strategy
+    plug-ins, whose registry imports torch)."""
     from treedec.conf import plugin_strategies
 
     found = {d.name: sorted(f.name[:-5] for f in d.iterdir() if f.name.endswith(".yaml"))
              for d in _conf_dir().iterdir() if d.is_dir() and not d.name.startswith("_")}
-    found["strategy"] = sorted([*found["strategy"], *plugin_strategies()])  # + the fork-rule plug-ins
+    if plugins:
+        found["strategy"] = sorted([*found["strategy"], *plugin_strategies()])  # + the fork-rule plug-ins
     return found
 
 
@@ -60,7 +63,7 @@ def _usage() -> str:
 
 def validate(command: str, overrides: list[str], multirun: bool) -> None:
     """Raise UserError, in one line, for an unknown group option or key."""
-    known = groups()
+    known = groups(plugins=command != "draft")  # draft has no strategy (and imports no torch)
     plain = []
     for ov in overrides:
         if ov.startswith("hydra.") or ov.startswith("hydra/") or ov.startswith("~"):
@@ -261,7 +264,11 @@ def main(argv: list[str] | None = None) -> None:
     if command == "list":
         print(listing())
         return
-    if command != "compare":  # compare reads result files only: no model, data or torch
+    if command == "draft":  # the drafter alone: data, no model and no torch (its CPU per page counts start-up)
+        from treedec.conf import register_data_schemas
+
+        register_data_schemas()
+    elif command != "compare":  # compare reads result files only: no model, data or torch
         from treedec.conf import register_schemas
 
         register_schemas()

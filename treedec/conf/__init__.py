@@ -16,7 +16,6 @@ def _unset(cls, name: str):
 
 
 def register_schemas() -> None:
-    from treedec.data.synth import SynthConfig
     from treedec.models.vlm import VLMSpec
     from treedec.runtimes.embedded import EmbeddedConfig
     from treedec.runtimes.vllm_engine import VLLMConfig
@@ -26,8 +25,8 @@ def register_schemas() -> None:
     from treedec.strategies.ptp import PTPOptions
     from treedec.training.trainer import TrainConfig
 
+    register_data_schemas()
     cs = ConfigStore.instance()
-    cs.store(group="schema", name="synth_page", node=_unset(SynthConfig, "SynthPage"))
     cs.store(group="schema", name="vlm_spec", node=VLMSpec)
     cs.store(group="schema", name="train", node=TrainConfig)
     cs.store(group="schema", name="runtime_embedded", node=EmbeddedConfig)  # the runtimes' defaults: their dataclasses
@@ -37,6 +36,13 @@ def register_schemas() -> None:
     cs.store(group="schema", name="strategy_ptp", node=PTPOptions)
     cs.store(group="schema", name="strategy_plain", node=NoOptions)  # sequential, padoc, crops: a name alone
     register_plugin_strategies()
+
+
+def register_data_schemas() -> None:
+    """The data sets' schemas only (what a command without a model, such as `draft`, needs)."""
+    from treedec.data.synth import SynthConfig
+
+    ConfigStore.instance().store(group="schema", name="synth_page", node=_unset(SynthConfig, "SynthPage"))
 
 
 def plugin_strategies() -> list[str]:

@@ -84,31 +84,44 @@ def line_blocks(lines: list[Line], regions: list[Region], page: PageContext, lin
     (lines under 0.75 of the usual height: super/subscripts, stray marks) join the
     nearest block within half a line height. `line_gap`: how many line heights beyond
     the usual leading a block may jump."""
-    unit, ink, med_stroke = page.unit, page.ink, page.med_stroke
-    small = [l for l in lines if l.box[3] - l.box[1] < 0.75 * unit]
+    small = [l for l in lines if l.box[3] - l.box[1] < 0.75 * page.unit]
+    blocks = stack_lines([l for l in lines if l not in small], regions, page, line_gap)
+    attach_fragments(small, blocks, page.unit)
+    out = [Region(block_category(blk, small, page), union([l.box for l in blk]),
+                  float(np.mean([l.score for l in blk])), "lines", lines=list(blk)) for blk in blocks]
+    return merge_formulas(out, page.unit)
+
+
+def stack_lines(lines: list[Line], regions: list[Region], page: PageContext, line_gap: float) -> list[list[Line]]:
+    """Full-height lines, top to bottom, each appended to the latest block it continues
+    (`continues`), else starting a block of its own."""
     blocks: list[list[Line]] = []
-    for ln in sorted((l for l in lines if l not in small), key=lambda l: (l.box[1], l.box[0])):
-        lh = ln.box[3] - ln.box[1]
-        placed = False
-        for blk in reversed(blocks):
-            last = blk[-1].box
-            gap = ln.box[1] - last[3]
-            bh = last[3] - last[1]
-            if not (-0.5 * lh <= gap <= page.leading + line_gap * unit
-                    and x_overlap(ln.box, union([l.box for l in blk])) > 0):
-                continue
-            if max(lh, bh) > 1.5 * min(lh, bh):
-                continue
-            if y_overlap(ln.box, last) > 0.5 * min(lh, bh):
-                continue  # side by side: not the next line of this block
-            merged = union([l.box for l in blk] + [ln.box])
-            if any(overlap_area(merged, r.box) > 0.1 * area(r.box) for r in regions):
-                continue
-            blk.append(ln)
-            placed = True
-            break
-        if not placed:
+    for ln in sorted(lines, key=lambda l: (l.box[1], l.box[0])):
+        blk = next((b for b in reversed(blocks) if continues(b, ln, regions, page, line_gap)), None)
+        if blk is None:
             blocks.append([ln])
+        else:
+            blk.append(ln)
+    return blocks
+
+
+def continues(blk: list[Line], ln: Line, regions: list[Region], page: PageContext, line_gap: float) -> bool:
+    """`ln` is the next line of `blk`: below its last line within the usual leading plus
+    `line_gap` line heights, overlapping it in x, of a like height, not beside it, and the
+    block grown by it reaches into no region."""
+    last = blk[-1].box
+    lh, bh = ln.box[3] - ln.box[1], last[3] - last[1]
+    gap = ln.box[1] - last[3]
+    if not (-0.5 * lh <= gap <= page.leading + line_gap * page.unit and x_overlap(ln.box, union([l.box for l in blk])) > 0):
+        return False
+    if max(lh, bh) > 1.5 * min(lh, bh) or y_overlap(ln.box, last) > 0.5 * min(lh, bh):
+        return False  # another size, or side by side: not the next line of this block
+    merged = union([l.box for l in blk] + [ln.box])
+    return not any(overlap_area(merged, r.box) > 0.1 * area(r.box) for r in regions)
+
+
+def attach_fragments(small: list[Line], blocks: list[list[Line]], unit: float) -> None:
+    """Each fragment joins the nearest block within half a line height, else is a block."""
     for ln in sorted(small, key=lambda l: (l.box[1], l.box[0])):
         best, dist = None, 0.5 * unit
         for blk in blocks:
@@ -120,27 +133,25 @@ def line_blocks(lines: list[Line], regions: list[Region], page: PageContext, lin
             blocks.append([ln])
         else:
             best.append(ln)
-    out = []
-    for blk in blocks:
-        box = union([l.box for l in blk])
-        text = lines_text(blk)
-        main = [l for l in blk if l not in small] or blk
-        cat = "text_block"
-        for name, pat in CAPTION:
-            if pat.match(text):
-                cat = name
-                break
-        else:
-            height = float(np.mean([l.box[3] - l.box[1] for l in main]))
-            stroke = float(np.mean([stroke_width(ink, l.box) for l in main]))
-            if len(main) <= 3 and looks_like_formula(text):
-                cat = "equation_isolated"
-            elif (len(main) <= 2 and height >= 0.75 * unit and not text.endswith(".")
-                  and len(text.replace(" ", "")) >= 3 and not NUMBER.match(text)
-                  and (height >= 1.3 * unit or (med_stroke > 0 and stroke >= 1.15 * med_stroke))):
-                cat = "title"
-        out.append(Region(cat, box, float(np.mean([l.score for l in blk])), "lines", lines=list(blk)))
-    return merge_formulas(out, unit)
+
+
+def block_category(blk: list[Line], small: list[Line], page: PageContext) -> str:
+    """A line block's category by plain rules: a caption by its words, a formula by its look,
+    a title when one or two lines, bold or large, not a sentence; else text."""
+    text = lines_text(blk)
+    for name, pat in CAPTION:
+        if pat.match(text):
+            return name
+    main = [l for l in blk if l not in small] or blk
+    if len(main) <= 3 and looks_like_formula(text):
+        return "equation_isolated"
+    height = float(np.mean([l.box[3] - l.box[1] for l in main]))
+    stroke = float(np.mean([stroke_width(page.ink, l.box) for l in main]))
+    if (len(main) <= 2 and height >= 0.75 * page.unit and not text.endswith(".")
+            and len(text.replace(" ", "")) >= 3 and not NUMBER.match(text)
+            and (height >= 1.3 * page.unit or (page.med_stroke > 0 and stroke >= 1.15 * page.med_stroke))):
+        return "title"
+    return "text_block"
 
 
 def stroke_width(ink_page: np.ndarray, box: Box) -> float:

