@@ -141,6 +141,11 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> Served:
     key = (repr(sorted(kw.items(), key=lambda kv: kv[0])), cfg.kv_cache_gb)
     if key in _ENGINES:
         return _ENGINES[key]
+    require_vllm()
+    from treedec.runtimes.vllm_compat import vllm_refusal
+
+    if why := vllm_refusal(model_dir):  # an architecture vLLM cannot build here, in one line
+        raise UserError(why)
     store = None
     if (kw.get("speculative_config") or {}).get("model") == PROPOSER:
         # the page-draft proposer reads this engine's store; the path is fixed before the engine
@@ -153,7 +158,6 @@ def get_engine(model_dir: Path, cfg: VLLMConfig, prompt_len: int) -> Served:
     # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(cfg.kv_cache_gb))
-    require_vllm()
     import torch
 
     _cpu_tp_binding(cfg.tensor_parallel_size)

@@ -1,0 +1,106 @@
+"""runtime=vllm on real architectures: a tiny random replica per family that vLLM serves here
+(`idefics3` in granite-docling's shape, `paddleocr_vl`, `hunyuan_vl` through vLLM's
+Transformers backend), one page, fp32, greedy: vLLM's engine (the one `runtime=vllm` builds,
+`treedec.runtimes.vllm_engine.get_engine`) expands the chat-template prompt into the ids the
+checkpoint's processor expands and writes the ids transformers' own `generate` writes.
+A family whose vLLM module needs torchvision (not importable beside CPU torch here) is
+refused in one line. One engine per family for the module (an engine takes 20-40 s here)."""
+import pytest
+import torch
+from PIL import Image
+
+from treedec.errors import UserError
+
+FAMILIES = ("idefics3", "paddleocr_vl", "hunyuan_vl")
+NEW = 12  # tokens per page: enough to cross several decode steps, few enough to stay fast
+
+
+def _vllm_or_skip():
+    try:
+        import vllm  # noqa: F401
+    except Exception as e:
+        pytest.skip(f"vLLM is not importable here ({type(e).__name__}); scripts/install_vllm.sh installs it")
+
+
+def page() -> Image.Image:
+    """A noisy 100x80 page: not square, so every family resizes it and (paddleocr_vl,
+    hunyuan_vl) resamples its learned position grid to a grid of another shape."""
+    g = torch.Generator().manual_seed(1)
+    return Image.fromarray((torch.rand(100, 80, 3, generator=g) * 255).byte().numpy())
+
+
+def hf_generate(folder, prompt_text: str, image):
+    """(the prompt ids the checkpoint's processor expands, transformers' greedy ids), fp32."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from treedec.models.pil_processors import use_pil_image_processors
+
+    use_pil_image_processors()  # HunyuanOCR's PIL image processor (transformers gates it on torchvision)
+    proc = AutoProcessor.from_pretrained(folder)
+    text = proc.apply_chat_template([{"role": "user", "content": [{"type": "image"},
+                                                                  {"type": "text", "text": prompt_text}]}],
+                                    add_generation_prompt=True)
+    inputs = proc(text=[text], images=[image], return_tensors="pt")
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+    out = model.generate(**inputs, max_new_tokens=NEW, do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    unexpanded = proc.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return unexpanded, inputs["input_ids"][0].tolist(), out[0, n:].tolist()
+
+
+def vllm_generate(folder, prompt_ids: list[int], image):
+    """(the prompt ids vLLM's processor expanded, vLLM's greedy ids) on runtime=vllm's engine."""
+    from vllm import SamplingParams
+
+    from treedec.runtimes.vllm_engine import VLLMConfig, get_engine
+
+    engine = get_engine(folder, VLLMConfig(max_new_tokens=NEW, max_pages=1), len(prompt_ids)).engine
+    params = SamplingParams(temperature=0.0, max_tokens=NEW, skip_special_tokens=False, detokenize=False)
+    engine.add_request("page", {"prompt_token_ids": prompt_ids, "multi_modal_data": {"image": image}}, params)
+    outs = []
+    while engine.has_unfinished_requests():
+        outs += engine.step()
+    return list(outs[-1].prompt_token_ids), list(outs[-1].outputs[0].token_ids)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def decoded(request, tmp_path_factory):
+    _vllm_or_skip()
+    import importlib
+
+    from treedec.models.replicas import REPLICAS
+
+    family = request.param
+    folder = REPLICAS[family](tmp_path_factory.mktemp(family), None, 0)
+    prompt_text = importlib.import_module(f"treedec.models.replicas.{family}").PROMPT
+    unexpanded, hf_prompt, hf_ids = hf_generate(folder, prompt_text, page())
+    vllm_prompt, vllm_ids = vllm_generate(folder, unexpanded, page())
+    return family, hf_prompt, hf_ids, vllm_prompt, vllm_ids
+
+
+@pytest.mark.xdist_group("vllm")
+def test_vllm_decodes_as_transformers_generate(decoded):
+    family, hf_prompt, hf_ids, vllm_prompt, vllm_ids = decoded
+    assert vllm_prompt == hf_prompt, family  # the image expanded as the checkpoint's processor does
+    assert len(hf_ids) == NEW and len(set(hf_ids)) > 3, family  # a real decode, not one token repeated
+    assert vllm_ids == hf_ids, (family, next(i for i, (a, b) in enumerate(zip(vllm_ids, hf_ids)) if a != b))
+
+
+@pytest.mark.xdist_group("vllm")
+def test_a_family_needing_torchvision_is_refused_in_one_line(tmp_path):
+    """Qwen3-VL: vLLM 0.32's module imports transformers' torchvision image processor."""
+    _vllm_or_skip()
+    try:
+        import torchvision  # noqa: F401
+        pytest.skip("torchvision imports here: vLLM's Qwen3-VL module is served")
+    except Exception:
+        pass
+    from test_qwen3_vl import save_tiny_qwen3_vl
+
+    from treedec.runtimes.vllm_engine import VLLMConfig, get_engine
+
+    folder = save_tiny_qwen3_vl(tmp_path / "qwen3_vl")
+    with pytest.raises(UserError) as e:
+        get_engine(folder, VLLMConfig(max_new_tokens=4, max_pages=1), 64)
+    line = str(e.value)
+    assert "\n" not in line and "qwen3_vl" in line and "torchvision" in line and "pip install" in line
