@@ -75,12 +75,12 @@ def decoded(request, tmp_path_factory):
     prompt_text = importlib.import_module(f"treedec.models.replicas.{family}").PROMPT
     unexpanded, hf_prompt, hf_ids = hf_generate(folder, prompt_text, page())
     vllm_prompt, vllm_ids = vllm_generate(folder, unexpanded, page())
-    return family, hf_prompt, hf_ids, vllm_prompt, vllm_ids
+    return family, hf_prompt, hf_ids, vllm_prompt, vllm_ids, (folder, prompt_text, len(unexpanded))
 
 
 @pytest.mark.xdist_group("vllm")
 def test_vllm_decodes_as_transformers_generate(decoded):
-    family, hf_prompt, hf_ids, vllm_prompt, vllm_ids = decoded
+    family, hf_prompt, hf_ids, vllm_prompt, vllm_ids, _ = decoded
     assert vllm_prompt == hf_prompt, family  # the image expanded as the checkpoint's processor does
     assert len(hf_ids) == NEW and len(set(hf_ids)) > 3, family  # a real decode, not one token repeated
     assert vllm_ids == hf_ids, (family, next(i for i, (a, b) in enumerate(zip(vllm_ids, hf_ids)) if a != b))
@@ -104,3 +104,52 @@ def test_a_family_needing_torchvision_is_refused_in_one_line(tmp_path):
         get_engine(folder, VLLMConfig(max_new_tokens=4, max_pages=1), 64)
     line = str(e.value)
     assert "\n" not in line and "qwen3_vl" in line and "torchvision" in line and "pip install" in line
+
+
+class CheckpointPrompts:
+    """What runtime=vllm asks of a real architecture's page model (`vllm_prompts.py`; the
+    loader's `CheckpointVLM` has it): its folder, the chat-template prompt with one image
+    placeholder, the page's prompt with the image expanded (by the checkpoint's own
+    processor here), and the tokenizer's ids."""
+
+    def __init__(self, folder, prompt_text: str):
+        from types import SimpleNamespace
+
+        from transformers import AutoProcessor, AutoTokenizer
+
+        self.directory, self.proc = folder, AutoProcessor.from_pretrained(folder)
+        hf = AutoTokenizer.from_pretrained(folder)
+        image_id = hf.convert_tokens_to_ids(self.proc.image_token)
+        self.tokenizer = SimpleNamespace(eos_id=hf.eos_token_id, eos_ids=(hf.eos_token_id,), image_id=image_id,
+                                         encode=lambda text: hf(text, add_special_tokens=False)["input_ids"])
+        self.text = self.proc.apply_chat_template([{"role": "user", "content": [
+            {"type": "image"}, {"type": "text", "text": prompt_text}]}], add_generation_prompt=True)
+
+    def prompt_text(self, mode: str) -> str:
+        return self.text
+
+    def prompt(self, image, mode: str):
+        from treedec.models.adapter import Prompt
+
+        return Prompt(self.proc(text=[self.text], images=[image], return_tensors="pt")["input_ids"][0].tolist())
+
+
+@pytest.mark.xdist_group("vllm")
+def test_the_vllm_runner_serves_the_architecture(decoded):
+    """`runtime=vllm`'s runner (`VLLMRunner`: the page's graph root = the expanded prompt,
+    its request = that prompt folded to one placeholder) decodes the page with sequential
+    as transformers' `generate` does."""
+    from treedec.runtimes.vllm_engine import VLLMConfig, get_engine
+    from treedec.runtimes.vllm_runner import VLLMRunner
+    from treedec.strategies.base import STRATEGIES
+
+    family, hf_prompt, hf_ids, _, _, (folder, prompt_text, prompt_len) = decoded
+    model = CheckpointPrompts(folder, prompt_text)
+    cfg = VLLMConfig(max_new_tokens=NEW, max_pages=1)
+    served = get_engine(folder, cfg, prompt_len)  # the fixture's engine
+    strategy = STRATEGIES.get("sequential")(model.tokenizer)
+    (result,) = list(VLLMRunner(served, model, strategy, cfg).run([("page", page(), None)]))
+    root = result.graph[0]
+    assert root.tokens[:len(hf_prompt)] == hf_prompt, family
+    assert root.tokens[len(hf_prompt):] == hf_ids, family
+    assert result.steps == NEW, family  # one engine step per token (the prefill gives the first)

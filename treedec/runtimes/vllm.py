@@ -51,10 +51,13 @@ from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.vllm_engine import Served, VLLMConfig, get_engine, serving_dir
 from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
+from treedec.runtimes.vllm_prompts import checkpoint_folder, text_prompt_ids
 from treedec.runtimes.vllm_runner import VLLMRunner
 from treedec.strategies.base import Strategy
 
 __all__ = ["VLLMConfig", "VLLMRuntime", "parse_pages_vllm"]
+
+IMAGE_TOKENS = 1024  # a page's image tokens, for the engine's default token budget per step (runtime.max_num_batched_tokens)
 
 
 class VLLMRuntime:
@@ -78,9 +81,11 @@ class VLLMRuntime:
         return draft_engine_cfg(strategy, self.cfg, vlm) if drafting(strategy) else self.cfg
 
     def _served(self, vlm: VLM, strategy: Strategy) -> Served:
-        if not isinstance(vlm, ServedPageModel):  # the one model capability vLLM needs beyond the engine's
-            raise UserError(f"runtime=vllm serves models whose prompt does not depend on the image (treedec's own "
-                            f"VLM); {type(vlm).__name__} checkpoints run with runtime=embedded")
+        """The engine for treedec's VLM (a serving folder written for it) or for a real
+        architecture's checkpoint (its own folder; `vllm_prompts.py`)."""
+        if not isinstance(vlm, ServedPageModel):
+            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound
+            return get_engine(folder, self._cfg(vlm, strategy), len(text_prompt_ids(vlm, strategy.mode)) + IMAGE_TOKENS)
         if vlm.spec.positions != "linear":  # vLLM's Idefics3 numbers every input position in one line
             raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
                             f"patches have {vlm.spec.positions} positions (treedec/models/planar_rope.py): "
