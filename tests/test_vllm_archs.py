@@ -13,6 +13,17 @@ from treedec.errors import UserError
 
 FAMILIES = ("idefics3", "paddleocr_vl", "hunyuan_vl")
 NEW = 12  # tokens per page: enough to cross several decode steps, few enough to stay fast
+K = 4  # draft tokens per step (hsd's page-draft proposer)
+
+
+def engine_cfg():
+    """runtime=vllm's config for the module's one engine per family: the page-draft proposer
+    installed (as for hsd; an empty draft store proposes nothing: plain greedy decoding)."""
+    from treedec.runtimes.vllm_drafts import PROPOSER
+    from treedec.runtimes.vllm_engine import VLLMConfig
+
+    return VLLMConfig(max_new_tokens=NEW, max_pages=1, engine_args={"per_request_spec_decode_metrics": "detailed"},
+                      speculative_config={"method": "custom_class", "model": PROPOSER, "num_speculative_tokens": K})
 
 
 def _vllm_or_skip():
@@ -48,19 +59,24 @@ def hf_generate(folder, prompt_text: str, image):
     return unexpanded, inputs["input_ids"][0].tolist(), out[0, n:].tolist()
 
 
-def vllm_generate(folder, prompt_ids: list[int], image):
-    """(the prompt ids vLLM's processor expanded, vLLM's greedy ids) on runtime=vllm's engine."""
+def vllm_generate(folder, prompt_ids: list[int], image, drafts: list[list[int]] = ()):
+    """(the prompt ids vLLM's processor expanded, vLLM's greedy ids, draft tokens accepted)
+    on runtime=vllm's engine, its page-draft proposer serving `drafts`."""
     from vllm import SamplingParams
 
-    from treedec.runtimes.vllm_engine import VLLMConfig, get_engine
+    from treedec.runtimes.vllm_engine import get_engine
 
-    engine = get_engine(folder, VLLMConfig(max_new_tokens=NEW, max_pages=1), len(prompt_ids)).engine
+    served = get_engine(folder, engine_cfg(), len(prompt_ids))
+    served.drafts.write([list(d) for d in drafts], 3, 10)  # HSD's w_min, w_max
     params = SamplingParams(temperature=0.0, max_tokens=NEW, skip_special_tokens=False, detokenize=False)
-    engine.add_request("page", {"prompt_token_ids": prompt_ids, "multi_modal_data": {"image": image}}, params)
+    served.engine.add_request(f"page{len(drafts)}", {"prompt_token_ids": prompt_ids,
+                                                     "multi_modal_data": {"image": image}}, params)
     outs = []
-    while engine.has_unfinished_requests():
-        outs += engine.step()
-    return list(outs[-1].prompt_token_ids), list(outs[-1].outputs[0].token_ids)
+    while served.engine.has_unfinished_requests():
+        outs += served.engine.step()
+    served.drafts.clear()
+    out = outs[-1].outputs[0]
+    return list(outs[-1].prompt_token_ids), list(out.token_ids), out.spec_decode_metrics
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -74,8 +90,8 @@ def decoded(request, tmp_path_factory):
     folder = REPLICAS[family](tmp_path_factory.mktemp(family), None, 0)
     prompt_text = importlib.import_module(f"treedec.models.replicas.{family}").PROMPT
     unexpanded, hf_prompt, hf_ids = hf_generate(folder, prompt_text, page())
-    vllm_prompt, vllm_ids = vllm_generate(folder, unexpanded, page())
-    return family, hf_prompt, hf_ids, vllm_prompt, vllm_ids, (folder, prompt_text, len(unexpanded))
+    vllm_prompt, vllm_ids, _ = vllm_generate(folder, unexpanded, page())
+    return family, hf_prompt, hf_ids, vllm_prompt, vllm_ids, (folder, unexpanded, prompt_text)
 
 
 @pytest.mark.xdist_group("vllm")
@@ -139,17 +155,30 @@ def test_the_vllm_runner_serves_the_architecture(decoded):
     """`runtime=vllm`'s runner (`VLLMRunner`: the page's graph root = the expanded prompt,
     its request = that prompt folded to one placeholder) decodes the page with sequential
     as transformers' `generate` does."""
-    from treedec.runtimes.vllm_engine import VLLMConfig, get_engine
+    from treedec.runtimes.vllm_engine import get_engine
     from treedec.runtimes.vllm_runner import VLLMRunner
     from treedec.strategies.base import STRATEGIES
 
-    family, hf_prompt, hf_ids, _, _, (folder, prompt_text, prompt_len) = decoded
+    family, hf_prompt, hf_ids, _, _, (folder, unexpanded, prompt_text) = decoded
     model = CheckpointPrompts(folder, prompt_text)
-    cfg = VLLMConfig(max_new_tokens=NEW, max_pages=1)
-    served = get_engine(folder, cfg, prompt_len)  # the fixture's engine
+    cfg = engine_cfg()
+    served = get_engine(folder, cfg, len(unexpanded))  # the fixture's engine
     strategy = STRATEGIES.get("sequential")(model.tokenizer)
     (result,) = list(VLLMRunner(served, model, strategy, cfg).run([("page", page(), None)]))
     root = result.graph[0]
     assert root.tokens[:len(hf_prompt)] == hf_prompt, family
     assert root.tokens[len(hf_prompt):] == hf_ids, family
     assert result.steps == NEW, family  # one engine step per token (the prefill gives the first)
+
+
+@pytest.mark.xdist_group("vllm")
+def test_page_drafts_are_accepted_and_change_no_id(decoded):
+    """hsd's page-draft proposer on the architecture: drafts from the model's own output
+    (the page's draft prefixed with the prompt's tail, as `vllm_hsd.write_drafts` lays a root
+    draft out) are accepted, and vLLM still writes transformers' ids."""
+    family, _, hf_ids, _, _, (folder, unexpanded, _) = decoded
+    _, ids, metrics = vllm_generate(folder, unexpanded, page(), drafts=[unexpanded[-10:] + hf_ids])
+    assert ids == hf_ids, family
+    assert metrics is not None and metrics.num_draft_tokens > 0, family
+    assert sum(metrics.per_step_accepted) > 0, family
+    assert len(metrics.per_step_drafted) < NEW, family  # fewer verify steps than tokens: drafts saved steps
