@@ -84,10 +84,10 @@ def decoded(request, tmp_path_factory):
     _vllm_or_skip()
     import importlib
 
-    from treedec.models.replicas import REPLICAS
+    from treedec.models.replicas import build_replica
 
     family = request.param
-    folder = REPLICAS[family](tmp_path_factory.mktemp(family), None, 0)
+    folder = build_replica(family, tmp_path_factory.mktemp(family))
     prompt_text = importlib.import_module(f"treedec.models.replicas.{family}").PROMPT
     unexpanded, hf_prompt, hf_ids = hf_generate(folder, prompt_text, page())
     vllm_prompt, vllm_ids, _ = vllm_generate(folder, unexpanded, page())

@@ -1,16 +1,32 @@
-"""Tiny random checkpoints of real VLM architectures, one builder per transformers
-`model_type` (`python -m treedec tiny model_type=NAME`): each `build(out_dir, fmt, seed)`
-writes a folder as the family ships it (config.json, safetensors weights, a BPE tokenizer
-with the family's chat template, the image processor's config, generation_config.json)
-that transformers and vLLM load. Made at test time, never committed."""
+"""Tiny random replicas of real VLM architectures, one module per transformers `model_type`
+(`treedec.models.replicas.<model_type>`), each exposing
+`build(out_dir: Path, fmt: str | None, seed: int) -> Path`: a checkpoint folder (config,
+random weights, a real-style tokenizer with the family's chat template, the family's image
+processor config) that `treedec.models.loader.load_model` reads as it reads the real one.
+`fmt="treedec"` adds treedec's tokens and prompt modes; None is the family's plain model.
+`python -m treedec tiny model_type=NAME [format=NAME] out=DIR` builds one."""
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+import importlib.util
+from pathlib import Path
 
-from treedec.models.replicas import hunyuan_vl, idefics3, paddleocr_vl
+from treedec.errors import UserError
 
-REPLICAS: dict[str, Callable] = {
-    "idefics3": idefics3.build,
-    "paddleocr_vl": paddleocr_vl.build,
-    "hunyuan_vl": hunyuan_vl.build,
-}
+# every model_type a replica is planned for; a module not (yet) in this checkout is refused by name
+REPLICAS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "idefics3", "paddleocr_vl", "hunyuan_vl")
+
+
+def available() -> list[str]:
+    """The model types whose replica module is in this checkout."""
+    return [m for m in REPLICAS if importlib.util.find_spec(f"{__name__}.{m}") is not None]
+
+
+def build_replica(model_type: str, out_dir: str | Path, fmt: str | None = None, seed: int = 0) -> Path:
+    """Build the tiny replica of `model_type` into `out_dir`; an unknown type is one line."""
+    if model_type not in available():
+        raise UserError(f"no tiny replica of model_type {model_type!r}; available: {', '.join(available())}")
+    module = importlib.import_module(f"{__name__}.{model_type}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return module.build(out, fmt, seed)

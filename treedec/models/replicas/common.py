@@ -25,6 +25,20 @@ Page 17 of 240. Contact: office@example.org, +1 555 0100.
 PAD_TO = 64  # vocabularies padded to a multiple of this, as real checkpoints pad theirs
 
 
+def format_tokens(model_type: str, own: str, fmt: str | None) -> tuple[str, ...]:
+    """The tokens a replica adds for format `fmt`: none for its family's own (`own`, or None),
+    treedec's control, category and prompt-mode tokens for `treedec`; any other is one line."""
+    from treedec.errors import UserError
+    from treedec.models.vlm import MODES
+    from treedec.serialize import CATEGORY_TOKENS, CONTROL
+
+    if fmt in (None, own):
+        return ()
+    if fmt == "treedec":
+        return (*CONTROL, *CATEGORY_TOKENS, *MODES.values())
+    raise UserError(f"a {model_type} replica writes format {own} or treedec, not {fmt!r}")
+
+
 def train_bpe(specials: list[str], vocab_size: int = 384, chat_template: str | None = None, **named: str):
     """A `PreTrainedTokenizerFast`: byte-level BPE of `vocab_size` trained on `CORPUS`, then
     `specials` added as special tokens (ids after the BPE's, in order); `named`: its

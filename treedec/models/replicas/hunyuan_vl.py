@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from treedec.models.replicas.common import padded_vocab, random_model, save_checkpoint, train_bpe
+from treedec.models.replicas.common import format_tokens, padded_vocab, random_model, save_checkpoint, train_bpe
 
 FORMAT = "markdown"
 PROMPT = "Parse the document in the image into Markdown."
@@ -34,8 +34,8 @@ CHAT_TEMPLATE = (
 PATCH, MERGE = 16, 2
 
 
-def tokenizer():
-    return train_bpe([USER, ASSISTANT, SYSTEM_END, IM_START, IM_END, IMAGE, IM_NEWLINE],
+def tokenizer(extra: tuple[str, ...] = ()):
+    return train_bpe([USER, ASSISTANT, SYSTEM_END, IM_START, IM_END, IMAGE, IM_NEWLINE, *extra],
                      chat_template=CHAT_TEMPLATE, bos_token=BOS, eos_token=EOS, pad_token=PAD,
                      image_token=IMAGE, image_start_token=IM_START, image_end_token=IM_END)
 
@@ -44,9 +44,7 @@ def build(out_dir: Path, fmt: str | None = None, seed: int = 0) -> Path:
     from transformers import HunYuanVLConfig, HunYuanVLForConditionalGeneration, HunYuanVLProcessor
     from transformers.models.hunyuan_vl.image_processing_pil_hunyuan_vl import HunYuanVLImageProcessorPil
 
-    if fmt not in (None, FORMAT):
-        raise ValueError(f"hunyuan_vl replica writes {FORMAT!r}, not {fmt!r}")
-    tok = tokenizer()
+    tok = tokenizer(format_tokens("hunyuan_vl", FORMAT, fmt))
     ids = tok.convert_tokens_to_ids
     text = dict(vocab_size=padded_vocab(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from treedec.models.replicas.common import padded_vocab, random_model, save_checkpoint, train_bpe
+from treedec.models.replicas.common import format_tokens, padded_vocab, random_model, save_checkpoint, train_bpe
 
 FORMAT = "doctags"
 PROMPT = "Convert this page to docling."
@@ -28,10 +28,10 @@ PATCH = 16
 SCALE = 2  # pixel shuffle: (TILE / PATCH)^2 / SCALE^2 = 4 image tokens per tile
 
 
-def tokenizer():
+def tokenizer(extra: tuple[str, ...] = ()):
     specials = ["<|start_of_role|>", "<|end_of_role|>", "<fake_token_around_image>", "<image>", "<global-img>",
                 "<end_of_utterance>", *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))]
-    return train_bpe(specials, chat_template=CHAT_TEMPLATE, bos_token="<|end_of_text|>",
+    return train_bpe([*specials, *extra], chat_template=CHAT_TEMPLATE, bos_token="<|end_of_text|>",
                      eos_token="<|end_of_text|>", pad_token="<|pad|>", unk_token="<|unk|>")
 
 
@@ -39,9 +39,7 @@ def build(out_dir: Path, fmt: str | None = None, seed: int = 0) -> Path:
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    if fmt not in (None, FORMAT):
-        raise ValueError(f"idefics3 replica writes {FORMAT!r}, not {fmt!r}")
-    tok = tokenizer()
+    tok = tokenizer(format_tokens("idefics3", FORMAT, fmt))
     text = dict(model_type="llama", vocab_size=padded_vocab(tok), hidden_size=64, intermediate_size=128,
                 num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
                 max_position_embeddings=2048, initializer_range=0.2, tie_word_embeddings=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from treedec.models.replicas.common import padded_vocab, random_model, save_checkpoint, train_bpe
+from treedec.models.replicas.common import format_tokens, padded_vocab, random_model, save_checkpoint, train_bpe
 
 FORMAT = "paddleocr"
 PROMPT = "OCR:"
@@ -29,10 +29,10 @@ CHAT_TEMPLATE = (
 PATCH, MERGE = 14, 2
 
 
-def tokenizer():
+def tokenizer(extra: tuple[str, ...] = ()):
     specials = ["<|begin_of_sentence|>", "<|end_of_sentence|>", "<|IMAGE_START|>", IMAGE, "<|IMAGE_END|>",
                 "<|video_pad|>"]
-    return train_bpe(specials, chat_template=CHAT_TEMPLATE, bos_token="<s>", eos_token="</s>", pad_token="<unk>",
+    return train_bpe([*specials, *extra], chat_template=CHAT_TEMPLATE, bos_token="<s>", eos_token="</s>", pad_token="<unk>",
                      image_token=IMAGE)
 
 
@@ -40,9 +40,7 @@ def build(out_dir: Path, fmt: str | None = None, seed: int = 0) -> Path:
     from transformers import PaddleOCRVLConfig, PaddleOCRVLForConditionalGeneration, PaddleOCRVLProcessor
     from transformers.models.paddleocr_vl.image_processing_pil_paddleocr_vl import PaddleOCRVLImageProcessorPil
 
-    if fmt not in (None, FORMAT):
-        raise ValueError(f"paddleocr_vl replica writes {FORMAT!r}, not {fmt!r}")
-    tok = tokenizer()
+    tok = tokenizer(format_tokens("paddleocr_vl", FORMAT, fmt))
     ids = tok.convert_tokens_to_ids
     text = dict(vocab_size=padded_vocab(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
