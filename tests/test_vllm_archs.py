@@ -182,3 +182,30 @@ def test_page_drafts_are_accepted_and_change_no_id(decoded):
     assert metrics is not None and metrics.num_draft_tokens > 0, family
     assert sum(metrics.per_step_accepted) > 0, family
     assert len(metrics.per_step_drafted) < NEW, family  # fewer verify steps than tokens: drafts saved steps
+
+
+@pytest.mark.xdist_group("vllm")
+def test_runtime_vllm_gives_the_embedded_engines_ids(tmp_path):
+    """`runtime=vllm` end to end on a checkpoint the loader reads by model_type (paddleocr_vl:
+    M-RoPE, the page's own resolution): sequential's every page, token id for token id, as
+    the embedded engine. Needs the loader of real checkpoints (`CheckpointVLM`)."""
+    _vllm_or_skip()
+    pytest.importorskip("treedec.models.checkpoint_vlm", reason="the loader of real checkpoints is not in this checkout")
+    from treedec.data.synth import generate_page
+    from treedec.engine.engine import EngineConfig
+    from treedec.models.loader import load_model
+    from treedec.models.replicas import build_replica
+    from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.stages.recording import run_with_ids
+    from treedec.strategies.base import STRATEGIES
+
+    folder = build_replica("paddleocr_vl", tmp_path / "paddleocr_vl")
+    vlm = load_model(folder)
+    samples = [generate_page(seed) for seed in (1, 2)]
+    strategy = STRATEGIES.get("sequential")(vlm.tokenizer)
+    _, emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=NEW, max_pages=2)), vlm, strategy, samples)
+    _, vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=NEW, max_pages=2), folder), vlm, strategy, samples)
+    assert sorted(emb) == [s.name for s in samples]
+    assert vll == emb
+    assert all(len(streams[0][3]) > NEW for streams in emb.values())  # prompt + generated ids
