@@ -55,8 +55,8 @@ def vllm_refusal(model_dir: Path) -> str | None:
     kind, arch = _architecture(model_dir)
     align_with_transformers(kind)
     entry = ModelRegistry.models.get(arch)
-    if entry is None:
-        return f"vLLM {_version()} has no model for architecture {arch} (model_type {kind}): use runtime=embedded"
+    if entry is None:  # vLLM may still serve it through its Transformers backend; its own error says if not
+        return None
     try:
         importlib.import_module(entry.module_name)
         from transformers import AutoProcessor
@@ -72,12 +72,6 @@ def vllm_refusal(model_dir: Path) -> str | None:
             return f"runtime=vllm cannot serve model_type {kind} here: its image processor needs torchvision: {TORCHVISION}"
         raise UserError(f"{model_dir}: the processor cannot be built: {str(e).splitlines()[0]}") from None
     return None
-
-
-def _version() -> str:
-    import vllm
-
-    return vllm.__version__
 
 
 _ALIGNED: set[str] = set()
