@@ -31,6 +31,11 @@ the run's summary.json `runtime_notes`); what it cannot run, by `VLLMRuntime.che
 stock vLLM cannot do for our strategies, and what this backend does instead, is in
 README.md beside this file.
 
+Real architectures' checkpoints (idefics3, paddleocr_vl, hunyuan_vl here) are served from
+their own folder, each request's prompt the chat-template prompt with one image placeholder
+(`vllm_prompts.py`); what vLLM cannot build here is refused in one line and two measured
+differences from transformers are mended (`vllm_compat.py`, README.md beside this file).
+
 The parts: `vllm_engine.py` (config, serving folder, engine), `vllm_runner.py` (streams as
 requests), `vllm_hsd.py` (drafting strategies), `vllm_drafts.py` (the page-draft proposer),
 `vllm_mtp.py` (the MTP head as a Medusa draft model); this file

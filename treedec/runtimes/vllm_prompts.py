@@ -64,6 +64,7 @@ def stop_ids(tokenizer) -> list[int]:
 def checkpoint_folder(vlm) -> Path:
     """The folder vLLM serves a real architecture's checkpoint from: its own (one line if none)."""
     if not callable(getattr(vlm, "prompt_text", None)) or getattr(vlm, "directory", None) is None:
-        raise UserError(f"runtime=vllm serves treedec's VLM and checkpoints loaded from a folder (model.path); "
-                        f"{type(vlm).__name__} is neither: use runtime=embedded")
+        raise UserError(f"runtime=vllm serves treedec's VLM and checkpoints loaded by model_type from a folder "
+                        f"(their chat-template prompt, `prompt_text`); {type(vlm).__name__} has no such prompt: use "
+                        "runtime=embedded")
     return Path(vlm.directory)
