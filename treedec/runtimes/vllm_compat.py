@@ -17,7 +17,10 @@ tiny replicas, `tests/test_vllm_archs.py`):
   (it does not use it), so `AutoProcessor` (and vLLM's Transformers backend) fails without
   it: `treedec.models.pil_processors` registers the PIL one; and the vision patch merger hands vLLM's
   CPU linear kernel (oneDNN, contiguous rows only) a transposed tensor: vLLM's plain linear
-  layers get their input contiguous (a no-op for the contiguous inputs of every other layer).
+  layers get their input contiguous (a no-op for the contiguous inputs of every other layer);
+  and an eager engine leaves transformers' HunYuanVL text model class undecorated for
+  torch.compile (`_compile_decoration_only_when_compiling`: otherwise transformers cannot
+  build the model again in this process, e.g. `check` or a test after the engine).
 """
 from __future__ import annotations
 
@@ -115,6 +118,27 @@ def _hunyuan_vl() -> None:
         return apply(self, layer, x.contiguous(), bias)
 
     UnquantizedLinearMethod.apply = contiguous_apply
+    _compile_decoration_only_when_compiling()
+
+
+def _compile_decoration_only_when_compiling() -> None:
+    """vLLM's Transformers backend marks transformers' decoder class itself for torch.compile
+    (`support_torch_compile` rewrites the class: its `__init__` then wants a vLLM config), so
+    after an engine served the model, transformers cannot build that model in this process.
+    An eager engine (compilation mode NONE: the CPU default) compiles nothing with it: there
+    the class is left as transformers wrote it."""
+    from vllm.config import get_current_vllm_config
+    from vllm.config.compilation import CompilationMode
+    from vllm.model_executor.models.transformers.base import Base
+
+    decorate = Base._decorate_cls_for_torch_compile
+
+    def decorate_when_compiling(self, cls, *args, **kwargs):
+        if get_current_vllm_config().compilation_config.mode == CompilationMode.NONE:
+            return None
+        return decorate(self, cls, *args, **kwargs)
+
+    Base._decorate_cls_for_torch_compile = decorate_when_compiling
 
 
 _MENDS = {"paddleocr_vl": _paddleocr_vl, "hunyuan_vl": _hunyuan_vl}
