@@ -1,7 +1,7 @@
 """runtime=vllm on real architectures: a tiny random replica per family that vLLM serves here
 (`idefics3` in granite-docling's shape, `paddleocr_vl`, `hunyuan_vl` through vLLM's
 Transformers backend), one page, fp32, greedy: vLLM's engine (the one `runtime=vllm` builds,
-`treedec.runtimes.vllm_engine.get_engine`) expands the chat-template prompt into the ids the
+`treedec.runtimes.vllm_engine`) expands the chat-template prompt into the ids the
 checkpoint's processor expands and writes the ids transformers' own `generate` writes.
 A family whose vLLM module needs torchvision (not importable beside CPU torch here) is
 refused in one line. One engine per family for the module (an engine takes 20-40 s here)."""
@@ -14,6 +14,20 @@ from treedec.errors import UserError
 FAMILIES = ("idefics3", "paddleocr_vl", "hunyuan_vl")
 NEW = 12  # tokens per page: enough to cross several decode steps, few enough to stay fast
 K = 4  # draft tokens per step (hsd's page-draft proposer)
+
+
+_ENGINES: list = []  # the runtime's engines object (`vllm_engine.VLLMEngines` where it exists), one per module
+
+
+def served(folder, cfg, prompt_len: int):
+    """runtime=vllm's engine for `folder` and `cfg`, kept for the module (`vllm_engine`)."""
+    from treedec.runtimes import vllm_engine
+
+    if hasattr(vllm_engine, "get_engine"):
+        return vllm_engine.get_engine(folder, cfg, prompt_len)
+    if not _ENGINES:
+        _ENGINES.append(vllm_engine.VLLMEngines())
+    return _ENGINES[0].engine(folder, cfg, prompt_len)
 
 
 def engine_cfg():
@@ -64,17 +78,15 @@ def vllm_generate(folder, prompt_ids: list[int], image, drafts: list[list[int]] 
     on runtime=vllm's engine, its page-draft proposer serving `drafts`."""
     from vllm import SamplingParams
 
-    from treedec.runtimes.vllm_engine import get_engine
-
-    served = get_engine(folder, engine_cfg(), len(prompt_ids))
-    served.drafts.write([list(d) for d in drafts], 3, 10)  # HSD's w_min, w_max
+    engine = served(folder, engine_cfg(), len(prompt_ids))
+    engine.drafts.write([list(d) for d in drafts], 3, 10)  # HSD's w_min, w_max
     params = SamplingParams(temperature=0.0, max_tokens=NEW, skip_special_tokens=False, detokenize=False)
-    served.engine.add_request(f"page{len(drafts)}", {"prompt_token_ids": prompt_ids,
+    engine.engine.add_request(f"page{len(drafts)}", {"prompt_token_ids": prompt_ids,
                                                      "multi_modal_data": {"image": image}}, params)
     outs = []
-    while served.engine.has_unfinished_requests():
-        outs += served.engine.step()
-    served.drafts.clear()
+    while engine.engine.has_unfinished_requests():
+        outs += engine.engine.step()
+    engine.drafts.clear()
     out = outs[-1].outputs[0]
     return list(outs[-1].prompt_token_ids), list(out.token_ids), out.spec_decode_metrics
 
@@ -113,11 +125,11 @@ def test_a_family_needing_torchvision_is_refused_in_one_line(tmp_path):
         pass
     from test_qwen3_vl import save_tiny_qwen3_vl
 
-    from treedec.runtimes.vllm_engine import VLLMConfig, get_engine
+    from treedec.runtimes.vllm_engine import VLLMConfig
 
     folder = save_tiny_qwen3_vl(tmp_path / "qwen3_vl")
     with pytest.raises(UserError) as e:
-        get_engine(folder, VLLMConfig(max_new_tokens=4, max_pages=1), 64)
+        served(folder, VLLMConfig(max_new_tokens=4, max_pages=1), 64)
     line = str(e.value)
     assert "\n" not in line and "qwen3_vl" in line and "torchvision" in line and "pip install" in line
 
@@ -155,16 +167,15 @@ def test_the_vllm_runner_serves_the_architecture(decoded):
     """`runtime=vllm`'s runner (`VLLMRunner`: the page's graph root = the expanded prompt,
     its request = that prompt folded to one placeholder) decodes the page with sequential
     as transformers' `generate` does."""
-    from treedec.runtimes.vllm_engine import get_engine
     from treedec.runtimes.vllm_runner import VLLMRunner
     from treedec.strategies.base import STRATEGIES
 
     family, hf_prompt, hf_ids, _, _, (folder, unexpanded, prompt_text) = decoded
     model = CheckpointPrompts(folder, prompt_text)
     cfg = engine_cfg()
-    served = get_engine(folder, cfg, len(unexpanded))  # the fixture's engine
+    engine = served(folder, cfg, len(unexpanded))  # the fixture's engine
     strategy = STRATEGIES.get("sequential")(model.tokenizer)
-    (result,) = list(VLLMRunner(served, model, strategy, cfg).run([("page", page(), None)]))
+    (result,) = list(VLLMRunner(engine, model, strategy, cfg).run([("page", page(), None)]))
     root = result.graph[0]
     assert root.tokens[:len(hf_prompt)] == hf_prompt, family
     assert root.tokens[len(hf_prompt):] == hf_ids, family
