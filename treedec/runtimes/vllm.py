@@ -31,6 +31,11 @@ the run's summary.json `runtime_notes`); what it cannot run, by `VLLMRuntime.che
 stock vLLM cannot do for our strategies, and what this backend does instead, is in
 README.md beside this file.
 
+Real architectures' checkpoints (idefics3, paddleocr_vl, hunyuan_vl here) are served from
+their own folder, each request's prompt the chat-template prompt with one image placeholder
+(`vllm_prompts.py`); what vLLM cannot build here is refused in one line and two measured
+differences from transformers are mended (`vllm_compat.py`, README.md beside this file).
+
 The parts: `vllm_engine.py` (config, serving folder, engine), `vllm_runner.py` (streams as
 requests), `vllm_hsd.py` (drafting strategies), `vllm_drafts.py` (the page-draft proposer),
 `vllm_mtp.py` (the MTP head as a Medusa draft model); this file
@@ -51,10 +56,13 @@ from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.vllm_engine import Served, VLLMConfig, VLLMEngines
 from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
+from treedec.runtimes.vllm_prompts import checkpoint_folder, text_prompt_ids
 from treedec.runtimes.vllm_runner import VLLMRunner
 from treedec.strategies.base import Strategy
 
 __all__ = ["VLLMConfig", "VLLMRuntime", "parse_pages_vllm"]
+
+IMAGE_TOKENS = 1024  # a page's image tokens, for the engine's default token budget per step (runtime.max_num_batched_tokens)
 
 
 class VLLMRuntime:
@@ -81,9 +89,12 @@ class VLLMRuntime:
         return draft_engine_cfg(strategy, self.cfg, vlm, self.engines) if drafting(strategy) else self.cfg
 
     def _served(self, vlm: VLM, strategy: Strategy) -> Served:
-        if not isinstance(vlm, ServedPageModel):  # the one model capability vLLM needs beyond the engine's
-            raise UserError(f"runtime=vllm serves models whose prompt does not depend on the image (treedec's own "
-                            f"VLM); {type(vlm).__name__} checkpoints run with runtime=embedded")
+        """The engine for treedec's VLM (a serving folder written for it) or for a real
+        architecture's checkpoint (its own folder; `vllm_prompts.py`)."""
+        if not isinstance(vlm, ServedPageModel):
+            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound
+            return self.engines.engine(folder, self._cfg(vlm, strategy),
+                                       len(text_prompt_ids(vlm, strategy.mode)) + IMAGE_TOKENS)
         if vlm.spec.positions != "linear":  # vLLM's Idefics3 numbers every input position in one line
             raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
                             f"patches have {vlm.spec.positions} positions (treedec/models/planar_rope.py): "

@@ -185,10 +185,14 @@ def _cpu_tp_binding(tp: int) -> None:
 def start_engine(model_dir: Path, kw: dict[str, Any], cfg: VLLMConfig):
     """An in-process `LLMEngine` with engine arguments `kw` (`engine_kwargs`); a config vLLM
     refuses is one line."""
+    require_vllm()
+    from treedec.runtimes.vllm_compat import vllm_refusal
+
+    if why := vllm_refusal(model_dir):  # an architecture vLLM cannot build here, in one line
+        raise UserError(why)
     # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(cfg.kv_cache_gb))
-    require_vllm()
     import torch
 
     _cpu_tp_binding(cfg.tensor_parallel_size)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from treedec.runtimes.vllm_drafts import PROPOSER, DraftStore
 from treedec.runtimes.vllm_engine import VLLMConfig, VLLMEngines
 from treedec.runtimes.vllm_mtp import mtp_engine_cfg, mtp_notes, mtp_refusal
+from treedec.runtimes.vllm_prompts import text_prompt_ids
 from treedec.strategies.base import Strategy
 
 
@@ -83,4 +84,4 @@ def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples) -> None:
     crops) to the engine's draft store."""
     source = strategy.drafter
     m = source.matcher
-    store.write(source.sequences([s.name for s in samples], vlm.prompt_ids(strategy.mode)), m.w_min, m.w_max)
+    store.write(source.sequences([s.name for s in samples], text_prompt_ids(vlm, strategy.mode)), m.w_min, m.w_max)

@@ -15,9 +15,10 @@ from treedec.engine.policy import Fork
 from treedec.engine.new_token import may_fork, take_token
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
-from treedec.models.vlm import VLM, canvas
+from treedec.models.vlm import VLM
 from treedec.runtimes.vllm_engine import Served, VLLMConfig
 from treedec.runtimes.vllm_hsd import draft_refusal, drafting
+from treedec.runtimes.vllm_prompts import PagePrompt, fold, page_prompt, stop_ids
 from treedec.strategies.base import Strategy
 
 _RUNS = itertools.count()
@@ -30,8 +31,8 @@ class _Requests:
     step's new tokens of a request minus its one sampled token) and the runner's requests beside it."""
     record: PageDecoding
     pid: int
-    image: Any  # the canvas the embedded engine builds its pixels from
-    uuid: str  # content hash of the canvas: vLLM's multimodal (and prefix-cache) key
+    prompt: PagePrompt  # the root's prompt ids, as vLLM is given them, and the page's image for vLLM
+    uuid: str  # content hash of that image: vLLM's multimodal (and prefix-cache) key
     open: dict[str, int] = field(default_factory=dict)  # running request id -> stream
     cached: int = 0  # prompt tokens served from the prefix cache (all requests)
     prompt_tokens: int = 0
@@ -59,8 +60,7 @@ class VLLMRunner:
         self.engine, self.vlm, self.strategy, self.cfg = served.engine, vlm, strategy, cfg
         self.run_id = next(_RUNS)  # request ids stay unique on the shared engine
         tok = vlm.tokenizer
-        self.image_prefix = vlm.prompt_ids(strategy.mode)[:-1]  # expanded by vLLM's processor from one <image>
-        self.params = SamplingParams(temperature=0.0, max_tokens=cfg.max_new_tokens, stop_token_ids=[tok.eos_id],
+        self.params = SamplingParams(temperature=0.0, max_tokens=cfg.max_new_tokens, stop_token_ids=stop_ids(tok),
                                      skip_special_tokens=False, detokenize=False,
                                      output_kind=RequestOutputKind.DELTA)
         self.active: dict[int, _Requests] = {}
@@ -101,13 +101,13 @@ class VLLMRunner:
 
     # ------------------------------------------------------------------ pages
     def _admit(self, name: str, image, sample, t_submit: float) -> None:
-        pic = canvas(image, self.vlm.spec.image_size)
-        uuid = hashlib.blake2b(pic.tobytes(), digest_size=16).hexdigest()
+        prompt = page_prompt(self.vlm, self.strategy.mode, image)
+        uuid = hashlib.blake2b(prompt.image.tobytes(), digest_size=16).hexdigest()
         record = PageDecoding(name=name, sample=sample, t_submit=t_submit, t_admit=time.perf_counter())
-        page = _Requests(record=record, pid=self._next_pid, image=pic, uuid=uuid)
+        page = _Requests(record=record, pid=self._next_pid, prompt=prompt, uuid=uuid)
         self._next_pid += 1
         self.active[page.pid] = page
-        root = page.graph.root(self.vlm.prompt_ids(self.strategy.mode), label="root")
+        root = page.graph.root(prompt.ids, label="root")
         self._submit(page, root.id)
 
     def _retire(self, page: _Requests) -> PageDecoding:
@@ -119,13 +119,9 @@ class VLLMRunner:
 
     # ------------------------------------------------------------------ requests
     def _prompt(self, page: _Requests, sid: int) -> list[int] | None:
-        """The stream's ancestor context with the image prompt folded back to one `<image>`
+        """The stream's ancestor context with the image prompt folded back to one placeholder
         (vLLM's processor expands it); None when vLLM could not be given this prompt."""
-        ctx = page.graph.context(sid)
-        n = len(self.image_prefix)
-        if ctx[:n] != self.image_prefix or self.vlm.tokenizer.image_id in ctx[n:]:
-            return None
-        return [self.vlm.tokenizer.image_id] + ctx[n:]
+        return fold(page.prompt, page.graph.context(sid), self.vlm.tokenizer.image_id)
 
     def _submit(self, page: _Requests, sid: int) -> None:
         g = page.graph
@@ -136,7 +132,7 @@ class VLLMRunner:
                                      "the image, which vLLM's processor would take for a second image")
             return
         rid = f"{self.run_id}-{page.pid}:{sid}"
-        prompt = {"prompt_token_ids": ids, "multi_modal_data": {"image": page.image},
+        prompt = {"prompt_token_ids": ids, "multi_modal_data": {"image": page.prompt.image},
                   "multi_modal_uuids": {"image": [page.uuid]}}
         try:
             self.engine.add_request(rid, prompt, self.params)

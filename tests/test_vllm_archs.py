@@ -1,0 +1,220 @@
+"""runtime=vllm on real architectures: a tiny random replica per family that vLLM serves here
+(`idefics3` in granite-docling's shape, `paddleocr_vl`, `hunyuan_vl` through vLLM's
+Transformers backend), one page, fp32, greedy: vLLM's engine (the one `runtime=vllm` builds,
+`treedec.runtimes.vllm_engine`) expands the chat-template prompt into the ids the
+checkpoint's processor expands and writes the ids transformers' own `generate` writes.
+A family whose vLLM module needs torchvision (not importable beside CPU torch here) is
+refused in one line. One engine per family for the module (an engine takes 20-40 s here)."""
+import pytest
+import torch
+from PIL import Image
+
+from treedec.errors import UserError
+
+FAMILIES = ("idefics3", "paddleocr_vl", "hunyuan_vl")
+NEW = 12  # tokens per page: enough to cross several decode steps, few enough to stay fast
+K = 4  # draft tokens per step (hsd's page-draft proposer)
+
+
+_ENGINES: list = []  # the runtime's engines object (`vllm_engine.VLLMEngines`), one for the module
+
+
+def served(folder, cfg, prompt_len: int):
+    """runtime=vllm's engine for `folder` and `cfg`, kept for the module (`vllm_engine`)."""
+    from treedec.runtimes.vllm_engine import VLLMEngines
+
+    if not _ENGINES:
+        _ENGINES.append(VLLMEngines())
+    return _ENGINES[0].engine(folder, cfg, prompt_len)
+
+
+def engine_cfg():
+    """runtime=vllm's config for the module's one engine per family: the page-draft proposer
+    installed (as for hsd; an empty draft store proposes nothing: plain greedy decoding)."""
+    from treedec.runtimes.vllm_drafts import PROPOSER
+    from treedec.runtimes.vllm_engine import VLLMConfig
+
+    return VLLMConfig(max_new_tokens=NEW, max_pages=1, engine_args={"per_request_spec_decode_metrics": "detailed"},
+                      speculative_config={"method": "custom_class", "model": PROPOSER, "num_speculative_tokens": K})
+
+
+def _vllm_or_skip():
+    try:
+        import vllm  # noqa: F401
+    except Exception as e:
+        pytest.skip(f"vLLM is not importable here ({type(e).__name__}); scripts/install_vllm.sh installs it")
+
+
+def page() -> Image.Image:
+    """A noisy 100x80 page: not square, so every family resizes it and (paddleocr_vl,
+    hunyuan_vl) resamples its learned position grid to a grid of another shape."""
+    g = torch.Generator().manual_seed(1)
+    return Image.fromarray((torch.rand(100, 80, 3, generator=g) * 255).byte().numpy())
+
+
+def hf_generate(folder, prompt_text: str, image):
+    """(the prompt ids the checkpoint's processor expands, transformers' greedy ids), fp32."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from treedec.models.pil_processors import use_pil_image_processors
+
+    use_pil_image_processors()  # HunyuanOCR's PIL image processor (transformers gates it on torchvision)
+    proc = AutoProcessor.from_pretrained(folder)
+    text = proc.apply_chat_template([{"role": "user", "content": [{"type": "image"},
+                                                                  {"type": "text", "text": prompt_text}]}],
+                                    add_generation_prompt=True)
+    inputs = proc(text=[text], images=[image], return_tensors="pt")
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+    out = model.generate(**inputs, max_new_tokens=NEW, do_sample=False)
+    n = inputs["input_ids"].shape[1]
+    unexpanded = proc.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return unexpanded, inputs["input_ids"][0].tolist(), out[0, n:].tolist()
+
+
+def vllm_generate(folder, prompt_ids: list[int], image, drafts: list[list[int]] = ()):
+    """(the prompt ids vLLM's processor expanded, vLLM's greedy ids, draft tokens accepted)
+    on runtime=vllm's engine, its page-draft proposer serving `drafts`."""
+    from vllm import SamplingParams
+
+    engine = served(folder, engine_cfg(), len(prompt_ids))
+    engine.drafts.write([list(d) for d in drafts], 3, 10)  # HSD's w_min, w_max
+    params = SamplingParams(temperature=0.0, max_tokens=NEW, skip_special_tokens=False, detokenize=False)
+    engine.engine.add_request(f"page{len(drafts)}", {"prompt_token_ids": prompt_ids,
+                                                     "multi_modal_data": {"image": image}}, params)
+    outs = []
+    while engine.engine.has_unfinished_requests():
+        outs += engine.engine.step()
+    engine.drafts.clear()
+    out = outs[-1].outputs[0]
+    return list(outs[-1].prompt_token_ids), list(out.token_ids), out.spec_decode_metrics
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def decoded(request, tmp_path_factory):
+    _vllm_or_skip()
+    import importlib
+
+    from treedec.models.replicas import build_replica
+
+    family = request.param
+    folder = build_replica(family, tmp_path_factory.mktemp(family))
+    prompt_text = importlib.import_module(f"treedec.models.replicas.{family}").PROMPT
+    unexpanded, hf_prompt, hf_ids = hf_generate(folder, prompt_text, page())
+    vllm_prompt, vllm_ids, _ = vllm_generate(folder, unexpanded, page())
+    return family, hf_prompt, hf_ids, vllm_prompt, vllm_ids, (folder, unexpanded, prompt_text)
+
+
+@pytest.mark.xdist_group("vllm")
+def test_vllm_decodes_as_transformers_generate(decoded):
+    family, hf_prompt, hf_ids, vllm_prompt, vllm_ids, _ = decoded
+    assert vllm_prompt == hf_prompt, family  # the image expanded as the checkpoint's processor does
+    assert len(hf_ids) == NEW and len(set(hf_ids)) > 3, family  # a real decode, not one token repeated
+    assert vllm_ids == hf_ids, (family, next(i for i, (a, b) in enumerate(zip(vllm_ids, hf_ids)) if a != b))
+
+
+@pytest.mark.xdist_group("vllm")
+def test_a_family_needing_torchvision_is_refused_in_one_line(tmp_path):
+    """Qwen3-VL: vLLM 0.32's module imports transformers' torchvision image processor."""
+    _vllm_or_skip()
+    try:
+        import torchvision  # noqa: F401
+        pytest.skip("torchvision imports here: vLLM's Qwen3-VL module is served")
+    except Exception:
+        pass
+    from test_qwen3_vl import save_tiny_qwen3_vl
+
+    from treedec.runtimes.vllm_engine import VLLMConfig
+
+    folder = save_tiny_qwen3_vl(tmp_path / "qwen3_vl")
+    with pytest.raises(UserError) as e:
+        served(folder, VLLMConfig(max_new_tokens=4, max_pages=1), 64)
+    line = str(e.value)
+    assert "\n" not in line and "qwen3_vl" in line and "torchvision" in line and "pip install" in line
+
+
+class CheckpointPrompts:
+    """What runtime=vllm asks of a real architecture's page model (`vllm_prompts.py`; the
+    loader's `CheckpointVLM` has it): its folder, the chat-template prompt with one image
+    placeholder, the page's prompt with the image expanded (by the checkpoint's own
+    processor here), and the tokenizer's ids."""
+
+    def __init__(self, folder, prompt_text: str):
+        from types import SimpleNamespace
+
+        from transformers import AutoProcessor, AutoTokenizer
+
+        self.directory, self.proc = folder, AutoProcessor.from_pretrained(folder)
+        hf = AutoTokenizer.from_pretrained(folder)
+        image_id = hf.convert_tokens_to_ids(self.proc.image_token)
+        self.tokenizer = SimpleNamespace(eos_id=hf.eos_token_id, eos_ids=(hf.eos_token_id,), image_id=image_id,
+                                         encode=lambda text: hf(text, add_special_tokens=False)["input_ids"])
+        self.text = self.proc.apply_chat_template([{"role": "user", "content": [
+            {"type": "image"}, {"type": "text", "text": prompt_text}]}], add_generation_prompt=True)
+
+    def prompt_text(self, mode: str) -> str:
+        return self.text
+
+    def prompt(self, image, mode: str):
+        from treedec.models.adapter import Prompt
+
+        return Prompt(self.proc(text=[self.text], images=[image], return_tensors="pt")["input_ids"][0].tolist())
+
+
+@pytest.mark.xdist_group("vllm")
+def test_the_vllm_runner_serves_the_architecture(decoded):
+    """`runtime=vllm`'s runner (`VLLMRunner`: the page's graph root = the expanded prompt,
+    its request = that prompt folded to one placeholder) decodes the page with sequential
+    as transformers' `generate` does."""
+    from treedec.runtimes.vllm_runner import VLLMRunner
+    from treedec.strategies.base import STRATEGIES
+
+    family, hf_prompt, hf_ids, _, _, (folder, unexpanded, prompt_text) = decoded
+    model = CheckpointPrompts(folder, prompt_text)
+    cfg = engine_cfg()
+    engine = served(folder, cfg, len(unexpanded))  # the fixture's engine
+    strategy = STRATEGIES.get("sequential")(model.tokenizer)
+    (result,) = list(VLLMRunner(engine, model, strategy, cfg).run([("page", page(), None)]))
+    root = result.graph[0]
+    assert root.tokens[:len(hf_prompt)] == hf_prompt, family
+    assert root.tokens[len(hf_prompt):] == hf_ids, family
+    assert result.steps == NEW, family  # one engine step per token (the prefill gives the first)
+
+
+@pytest.mark.xdist_group("vllm")
+def test_page_drafts_are_accepted_and_change_no_id(decoded):
+    """hsd's page-draft proposer on the architecture: drafts from the model's own output
+    (the page's draft prefixed with the prompt's tail, as `vllm_hsd.write_drafts` lays a root
+    draft out) are accepted, and vLLM still writes transformers' ids."""
+    family, _, hf_ids, _, _, (folder, unexpanded, _) = decoded
+    _, ids, metrics = vllm_generate(folder, unexpanded, page(), drafts=[unexpanded[-10:] + hf_ids])
+    assert ids == hf_ids, family
+    assert metrics is not None and metrics.num_draft_tokens > 0, family
+    assert sum(metrics.per_step_accepted) > 0, family
+    assert len(metrics.per_step_drafted) < NEW, family  # fewer verify steps than tokens: drafts saved steps
+
+
+@pytest.mark.xdist_group("vllm")
+def test_runtime_vllm_gives_the_embedded_engines_ids(tmp_path):
+    """`runtime=vllm` end to end on a checkpoint the loader reads by model_type (paddleocr_vl:
+    M-RoPE, the page's own resolution): sequential's every page, token id for token id, as
+    the embedded engine. Needs the loader of real checkpoints (`CheckpointVLM`)."""
+    _vllm_or_skip()
+    pytest.importorskip("treedec.models.checkpoint_vlm", reason="the loader of real checkpoints is not in this checkout")
+    from treedec.data.synth import generate_page
+    from treedec.engine.engine import EngineConfig
+    from treedec.models.loader import load_model
+    from treedec.models.replicas import build_replica
+    from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.stages.recording import run_with_ids
+    from treedec.strategies.base import STRATEGIES
+
+    folder = build_replica("paddleocr_vl", tmp_path / "paddleocr_vl")
+    vlm = load_model(folder)
+    samples = [generate_page(seed) for seed in (1, 2)]
+    strategy = STRATEGIES.get("sequential")(vlm.tokenizer)
+    _, emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=NEW, max_pages=2)), vlm, strategy, samples)
+    _, vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=NEW, max_pages=2), folder), vlm, strategy, samples)
+    assert sorted(emb) == [s.name for s in samples]
+    assert vll == emb
+    assert all(len(streams[0][3]) > NEW for streams in emb.values())  # prompt + generated ids

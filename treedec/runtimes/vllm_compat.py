@@ -1,0 +1,144 @@
+"""What stands between a checkpoint's architecture and vLLM here, found by trying, and said
+in one line: `vllm_refusal(model_dir)` imports the vLLM module that serves the checkpoint's
+architecture and builds its processor, and names what fails (on CPU torch: torchvision,
+which vLLM 0.32's Qwen2/2.5/3-VL, InternVL, dots.ocr and GLM-OCR modules import through
+transformers' torchvision image processors; PyPI's torchvision is CUDA-linked and fails
+beside CPU torch).
+
+`align_with_transformers(model_type)` mends, in this process (where the engine runs:
+`VLLM_ENABLE_V1_MULTIPROCESSING=0`), what was measured to keep vLLM 0.32 from decoding as
+transformers 5.19 does (fp32 log-probs differing by > 1e-2 before, < 1e-5 after, on the
+tiny replicas, `tests/test_vllm_archs.py`):
+- `paddleocr_vl`: vLLM resamples the vision tower's learned position grid with
+  `align_corners=False`, transformers with `align_corners=True` (any page whose patch grid
+  is not the learned grid's, 27x27 on PaddleOCR-VL): vLLM's resampling is replaced by
+  transformers' own (`transformers.vision_utils`);
+- `hunyuan_vl`: transformers marks HunYuanVL's PIL image processor as needing torchvision
+  (it does not use it), so `AutoProcessor` (and vLLM's Transformers backend) fails without
+  it: `treedec.models.pil_processors` registers the PIL one; and the vision patch merger hands vLLM's
+  CPU linear kernel (oneDNN, contiguous rows only) a transposed tensor: vLLM's plain linear
+  layers get their input contiguous (a no-op for the contiguous inputs of every other layer);
+  and an eager engine leaves transformers' HunYuanVL text model class undecorated for
+  torch.compile (`_compile_decoration_only_when_compiling`: otherwise transformers cannot
+  build the model again in this process, e.g. `check` or a test after the engine).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from treedec.errors import UserError
+
+TORCHVISION = ("install the torchvision built for this torch: on CPU `pip install torchvision --index-url "
+               "https://download.pytorch.org/whl/cpu`, on CUDA the wheel of the torch's CUDA index; or use "
+               "runtime=embedded")
+
+
+def _architecture(model_dir: Path) -> tuple[str, str]:
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return str(cfg.get("model_type")), str((cfg.get("architectures") or ["?"])[0])
+
+
+def _missing(e: BaseException) -> str | None:
+    """The missing module an import error names (torchvision, ...), None for other errors."""
+    while e is not None:
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            return e.name.split(".")[0]
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def vllm_refusal(model_dir: Path) -> str | None:
+    """Why vLLM cannot serve the checkpoint in `model_dir` here (one line), None when it can:
+    its architecture's vLLM module and its processor are built here, as the engine would."""
+    import importlib
+
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    kind, arch = _architecture(model_dir)
+    align_with_transformers(kind)
+    entry = ModelRegistry.models.get(arch)
+    if entry is None:  # vLLM may still serve it through its Transformers backend; its own error says if not
+        return None
+    try:
+        importlib.import_module(entry.module_name)
+        from transformers import AutoProcessor
+
+        AutoProcessor.from_pretrained(model_dir)
+    except ImportError as e:
+        what = _missing(e) or str(e).splitlines()[0]
+        fix = TORCHVISION if what == "torchvision" else f"install {what}, or use runtime=embedded"
+        return f"runtime=vllm cannot serve model_type {kind} here: vLLM's {entry.module_name} needs {what}, which " \
+               f"does not import here ({type(e).__name__}): {fix}"
+    except (ValueError, OSError) as e:
+        if "torchvision" in str(e):
+            return f"runtime=vllm cannot serve model_type {kind} here: its image processor needs torchvision: {TORCHVISION}"
+        raise UserError(f"{model_dir}: the processor cannot be built: {str(e).splitlines()[0]}") from None
+    return None
+
+
+_ALIGNED: set[str] = set()
+
+
+def align_with_transformers(model_type: str) -> None:
+    """Apply, once per process, the module docstring's mends for `model_type`."""
+    if model_type in _ALIGNED or model_type not in _MENDS:
+        return
+    _MENDS[model_type]()
+    _ALIGNED.add(model_type)
+
+
+def _paddleocr_vl() -> None:
+    import torch
+    from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+    from vllm.model_executor.models.paddleocr_vl import SiglipVisionEmbeddings
+
+    def interpolate_pos_encoding(self, embeddings, height, width, is_after_patchify=False):
+        """transformers' resampling of the learned grid (PaddleOCRVisionEmbeddings.forward)."""
+        if not is_after_patchify:
+            height, width = height // self.patch_size, width // self.patch_size
+        side = int(self.position_embedding.weight.shape[0] ** 0.5)
+        grid = torch.tensor([[1, int(height), int(width)]], device=self.position_embedding.weight.device)
+        index, weight = get_vision_interpolation_indices_and_weights(grid, num_grid_per_side=side, mode="bilinear",
+                                                                     align_corners=True)
+        return (self.position_embedding(index) * weight[:, :, None]).sum(1).unsqueeze(0)
+
+    SiglipVisionEmbeddings.interpolate_pos_encoding = interpolate_pos_encoding
+
+
+def _hunyuan_vl() -> None:
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+
+    from treedec.models.pil_processors import use_pil_image_processors
+
+    use_pil_image_processors()
+    apply = UnquantizedLinearMethod.apply
+
+    def contiguous_apply(self, layer, x, bias=None):
+        return apply(self, layer, x.contiguous(), bias)
+
+    UnquantizedLinearMethod.apply = contiguous_apply
+    _compile_decoration_only_when_compiling()
+
+
+def _compile_decoration_only_when_compiling() -> None:
+    """vLLM's Transformers backend marks transformers' decoder class itself for torch.compile
+    (`support_torch_compile` rewrites the class: its `__init__` then wants a vLLM config), so
+    after an engine served the model, transformers cannot build that model in this process.
+    An eager engine (compilation mode NONE: the CPU default) compiles nothing with it: there
+    the class is left as transformers wrote it."""
+    from vllm.config import get_current_vllm_config
+    from vllm.config.compilation import CompilationMode
+    from vllm.model_executor.models.transformers.base import Base
+
+    decorate = Base._decorate_cls_for_torch_compile
+
+    def decorate_when_compiling(self, cls, *args, **kwargs):
+        if get_current_vllm_config().compilation_config.mode == CompilationMode.NONE:
+            return None
+        return decorate(self, cls, *args, **kwargs)
+
+    Base._decorate_cls_for_torch_compile = decorate_when_compiling
+
+
+_MENDS = {"paddleocr_vl": _paddleocr_vl, "hunyuan_vl": _hunyuan_vl}
