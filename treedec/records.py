@@ -133,7 +133,7 @@ def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:
     parsed = parse_output(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags,
-                      extra=root_io(r, strategy))
+                      stage_figures=root_io(r, strategy))
 
 
 def root_io(r: PageDecoding, strategy: Strategy) -> dict[str, Any]:
