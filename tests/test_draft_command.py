@@ -139,7 +139,7 @@ def test_hsd_from_a_draft_folder_decodes_as_hsd_drafting_itself(drafted_dir, tmp
     own, folder = (sorted(runs[k].records, key=lambda r: r.name) for k in ("pipeline", str(drafted_dir)))
     assert [r.name for r in own] == [r.name for r in folder] == [s.name for s in samples]
     for a, b in zip(own, folder):
-        assert [s.tokens for s in a.result.graph.streams] == [s.tokens for s in b.result.graph.streams], a.name
+        assert [s.tokens for s in a.decoding.graph.streams] == [s.tokens for s in b.decoding.graph.streams], a.name
         assert (a.steps, a.accepted, a.drafted) == (b.steps, b.accepted, b.drafted), a.name
         assert "draft_flag" not in b.extra
     assert sum(r.accepted for r in folder) > 0
