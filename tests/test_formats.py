@@ -47,11 +47,120 @@ def test_spans_hold_each_blocks_content(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_prompts_of_each_mode(name):
     fmt = get_format(name)
-    assert fmt.prompt("page")
+    if fmt.two_stage:
+        assert fmt.prompt("crop", "table") != fmt.prompt("crop", "text_block")
+        assert fmt.detector_layout or fmt.prompt("layout")
+        with pytest.raises(UserError, match="no prompt for mode 'page'"):
+            fmt.prompt("page")
+    else:
+        assert fmt.prompt("page")
     if fmt.forks:
         assert fmt.prompt("tree") and fmt.render_tree(_page()).branches
     else:
         with pytest.raises(UserError, match="no fork protocol"):
             fmt.render_tree(_page())
-    if fmt.two_stage:
-        assert fmt.prompt("layout") and fmt.prompt("crop", "table")
+
+
+def _written(fmt, page: Page) -> list[Block]:
+    """The blocks `fmt` writes, in reading order (Markdown leaves out figures and empty blocks)."""
+    return [b for b in page.reading_order() if fmt.boxes or fmt.content_text(b)]
+
+
+def _same_content(fmt, got: Block, want: Block) -> bool:
+    """The parsed content is the block's (Markdown: as it writes it; a block without written
+    text: empty; a table written as OTSL: the same cells)."""
+    from treedec.formats.otsl import html_to_otsl
+
+    written = fmt.content_text(want)
+    expected = written if not fmt.boxes else want.content if written else ""
+    if want.category == "table" and fmt.name in ("doctags", "mineru", "paddleocr"):
+        return html_to_otsl(got.content) == html_to_otsl(expected)
+    return got.content == expected
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_render_then_parse_gives_the_page_back(name, demo_pages):
+    """On the 12 demo pages: clean, the same blocks in the same order, each block's content, its
+    category where the format has it, its box to the format's grid."""
+    from treedec.formats.grid import Categories
+
+    fmt = get_format(name)
+    lost = next((v.lost() for v in vars(__import__(type(fmt).__module__, fromlist=["x"])).values()
+                 if isinstance(v, Categories)), ())
+    for page in [*demo_pages, _page()]:
+        result = fmt.parse(fmt.render(page), page.width, page.height, page.image_path)
+        assert result.clean, (page.name, result.repairs)
+        want = _written(fmt, page)
+        assert len(result.page.blocks) == len(want), page.name
+        for got, b in zip(result.page.blocks, want):
+            assert _same_content(fmt, got, b), (page.name, got.content[:80], b.content[:80])
+            if fmt.boxes:
+                assert b.category in lost or got.category == b.category
+                tol = max(page.width, page.height) / (500 if name == "doctags" else 1000) + 1
+                clamp = (page.width, page.height) * 2
+                assert all(abs(g - min(max(w, 0), c)) <= tol for g, w, c in zip(got.bbox, b.bbox, clamp)), page.name
+
+
+_NOISE = ["<BLOCK>", "<CHILD>", "<FORK>", "<eos>", "<|table|>", "[1,2", "]", "{", "}", "[", '"', "\\", ",", ":",
+          '"text": "', "<doctag>", "</doctag>", "<text>", "</text>", "<loc_9", "<loc_600>", "<otsl>", "<fcel>", "<nl>",
+          "<lcel>", "<ucel>", "<|box_start|>", "<|box_end|>", "<|ref_start|>", "<|md_start|>", "<|md_end|>", "$$",
+          "<table>", "</table>", "# ", "\n\n", "-5", "99999", "é"]
+
+
+def _variants(text: str, cut: int, a: int, b: int, edits: list[tuple[int, str]]) -> list[str]:
+    """Truncated at `cut`, text[a:b] repeated, and `edits` (position, noise) applied."""
+    a, b = sorted((a, b))
+    edited = text
+    for pos, noise in sorted(edits, reverse=True):
+        edited = edited[:pos] + noise + edited[pos + len(noise) // 2:]
+    return [text[:cut], text[:b] + text[a:b] * 3 + text[b:], edited]
+
+
+def _reads(fmt, variants: list[str]) -> None:
+    """The format's own reader copes (not the never-raising `parse`'s last resort)."""
+    for variant in variants:
+        result = fmt.read(variant, 800, 1000, "x.png")
+        assert result.page.width == 800 and all(isinstance(b.content, str) for b in result.page.blocks)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parsers_read_any_output(name):
+    """Truncated, repeated and corrupted outputs (seeded draws; hypothesis below where installed)."""
+    import random
+
+    fmt, rng = get_format(name), random.Random(0)
+    text = fmt.render(_page())
+    for _ in range(150):
+        n = len(text)
+        edits = [(rng.randrange(n + 1), rng.choice(_NOISE)) for _ in range(rng.randrange(5))]
+        _reads(fmt, _variants(text, rng.randrange(n + 1), rng.randrange(n + 1), rng.randrange(n + 1), edits))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parsers_read_any_output_hypothesis(name, tmp_path):
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(tmp_path)  # not .hypothesis/ in the checkout
+    st = hypothesis.strategies
+    fmt = get_format(name)
+    text = fmt.render(_page())
+    pos = st.integers(0, len(text))
+
+    @hypothesis.settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(pos, pos, pos, st.lists(st.tuples(pos, st.sampled_from(_NOISE)), max_size=4))
+    def check(cut, a, b, edits):
+        _reads(fmt, _variants(text, cut, a, b, edits))
+
+    check()
+
+
+def test_parse_flags_what_it_cannot_read():
+    for name in NAMES:
+        fmt = get_format(name)
+        result = fmt.parse("", 800, 1000)
+        assert not result.page.blocks
+    assert "missing </doctag>" in " ".join(get_format("doctags").parse("<doctag><text><loc_1>", 10, 10).repairs)
+    assert "broken JSON" in " ".join(get_format("dots_json").parse('[{"bbox": [1, 2, 3, 4], "text": "ab', 10, 10).repairs)
+    cut = get_format("dots_json").parse('[{"bbox": [1, 2, 3, 4], "category": "Text", "text": "ab', 10, 10)
+    assert [b.content for b in cut.page.blocks] == ["ab"]
