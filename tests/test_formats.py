@@ -164,3 +164,54 @@ def test_parse_flags_what_it_cannot_read():
     assert "broken JSON" in " ".join(get_format("dots_json").parse('[{"bbox": [1, 2, 3, 4], "text": "ab', 10, 10).repairs)
     cut = get_format("dots_json").parse('[{"bbox": [1, 2, 3, 4], "category": "Text", "text": "ab', 10, 10)
     assert [b.content for b in cut.page.blocks] == ["ab"]
+
+
+def test_markdown_reads_the_real_predictions(demo_pages):
+    """The Markdown of a real model (../shared/omnidocbench_demo/predictions_md) read into pages."""
+    from conftest import DEMO
+
+    fmt = get_format("markdown")
+    for gt in demo_pages:
+        text = (DEMO / "predictions_md" / f"{gt.name}.md").read_text(encoding="utf-8")
+        result = fmt.read(text, gt.width, gt.height, gt.image_path)
+        assert result.page.blocks and {b.category for b in result.page.blocks} <= {"title", "text_block", "table",
+                                                                                   "equation_isolated"}
+        assert sum(len(b.content) for b in result.page.blocks) > 0.8 * len(text.replace("\n", "").replace("#", ""))
+
+
+def test_evaluate_raw_outputs_in_each_format(demo_pages, tmp_path):
+    """`evaluate format=NAME` on the ground truth written in each format scores its floor: what
+    `format_floor` says, no page flagged; a garbled output is flagged, not fatal."""
+    from treedec.commands.evaluate import evaluate_dir
+    from treedec.evaluate import format_floor
+    from conftest import DEMO
+
+    for name in ("dots_json", "doctags"):
+        fmt, folder = get_format(name), tmp_path / name
+        folder.mkdir()
+        for gt in demo_pages:
+            (folder / f"{gt.name}.txt").write_text(fmt.render(gt), encoding="utf-8")
+        (folder / f"{demo_pages[0].name}.txt").write_text(fmt.render(demo_pages[0])[:-40], encoding="utf-8")
+        s = evaluate_dir(folder, DEMO / "OmniDocBench_demo.json", tmp_path / f"out_{name}", name)
+        assert s["format"] == name and s["pages_flagged"] == 1
+        floor = format_floor(demo_pages[1:], fmt)
+        assert floor["pages_flagged"] == 0 and abs(floor["text_edit_vs_truth"]) < 1e-9
+    with pytest.raises(UserError, match="unknown format 'dots'"):
+        evaluate_dir(folder, DEMO / "OmniDocBench_demo.json", tmp_path / "x", "dots")
+
+
+def test_cli_evaluate_format_markdown(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import DEMO, ROOT
+
+    if not DEMO.is_dir():
+        pytest.skip("../shared/omnidocbench_demo is absent")
+    r = subprocess.run([sys.executable, "-m", "treedec", "evaluate", f"pred={DEMO / 'predictions_md'}",
+                        f"gt={DEMO / 'OmniDocBench_demo.json'}", "format=markdown", f"out={tmp_path}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert abs(s["text_edit"] - 0.4334536718) < 1e-9 and s["format"] == "markdown"

@@ -37,6 +37,7 @@ class Format:
     block_text: ClassVar[bool] = True  # each block's text sits in the output: hsd serves it
     boxes: ClassVar[bool] = True  # writes each block's box
     two_stage: ClassVar[bool] = False  # layout from a layout pass or a detector, then crop reads
+    scored_as_markdown: ClassVar[bool] = False  # its output is scored as OmniDocBench scores Markdown
     detector_layout: ClassVar[bool] = False  # two-stage with its layout from a separate detector (no layout prompt)
     cannot_express: ClassVar[tuple[str, ...]] = ()  # human-readable
     coords: ClassVar[str] = ""  # the coordinate convention, in words

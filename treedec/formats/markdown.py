@@ -34,6 +34,7 @@ def paragraph(b: Block) -> tuple[str, str, str]:
 class MarkdownFormat(Format):
     name = "markdown"
     boxes = False
+    scored_as_markdown = True
     coords = ""
     cannot_express = ("boxes", "figures", "categories beyond title, table, display formula and text")
     prompts = {"page": "Convert the document in this image to Markdown: tables as HTML, formulas as LaTeX."}

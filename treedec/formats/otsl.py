@@ -26,7 +26,7 @@ def html_to_otsl(markup: str) -> str:
             while (r, c) in grid:
                 c += 1
             cs, rs = _span(cell.get("colspan")), _span(cell.get("rowspan"))
-            text = cell.decode_contents().strip()
+            text = cell.decode_contents()
             for dr in range(rs):
                 for dc in range(cs):
                     merged = "xcel" if dr and dc else "ucel" if dr else "lcel" if dc else ""
@@ -69,7 +69,7 @@ def otsl_to_html(otsl: str) -> str:
             cs = 1 + sum(1 for _ in _run(row, c + 1, "lcel"))
             rs = 1 + sum(1 for _ in _run([rr[c] if c < len(rr) else ["", ""] for rr in rows], r + 1, "ucel"))
             attrs = (f' colspan="{cs}"' if cs > 1 else "") + (f' rowspan="{rs}"' if rs > 1 else "")
-            cells.append(f"<td{attrs}>{text.strip()}</td>")
+            cells.append(f"<td{attrs}>{text}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "<table>" + "".join(out) + "</table>"
 

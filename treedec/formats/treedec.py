@@ -23,6 +23,7 @@ class TreedecFormat(Format):
     forks = True
     coords = "integers 0-1000 relative to the page's width and height, [x1,y1,x2,y2]"
     eos_text = EOS
+    cannot_express = ("a block's content holding <BLOCK>, <CHILD>, <FORK> or <eos>",)
     prompts = {"page": "<|flat|>", "tree": "<|tree|>", "layout": "<|tree|>"}
     crop_prompts = {None: "<|crop|>"}
 
