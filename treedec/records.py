@@ -12,7 +12,6 @@ from treedec.data.files import FileSample
 from treedec.data.synth import Sample
 from treedec.engine.engine import PageResult
 from treedec.page import Page
-from treedec.serialize import parse_flat
 from treedec.strategies.base import Strategy
 
 
@@ -115,8 +114,7 @@ def page_record(r: PageResult, strategy: Strategy) -> PageRecord:
     (what reading the sample found, the runtime's cuts, the parser's repairs)."""
     sample = r.sample
     width, height = sample_size(sample)
-    text = strategy.flat_text(r.graph)
-    parsed = parse_flat(text, width, height, image_path=sample.name)
+    text, parsed = strategy.parse(r.graph, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, r.steps, r.generated, len(r.graph), r.latency_s, r.queue_s,
                       flags, r.timeline, sample.page, r.drafted, r.accepted, dict(r.extra), by_depth=r.by_depth,

@@ -33,6 +33,8 @@ from treedec.records import RunResult
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, speed_figures
 from treedec.stages import run_strategy
+from treedec.formats import get_format
+from treedec.formats.declare import model_format
 from treedec.strategies.base import build_strategy
 
 __all__ = ["main", "quality_figures", "speed_figures"]
@@ -46,16 +48,15 @@ def quality_figures(res: RunResult) -> tuple[dict[str, Any], dict[str, dict]]:
     return ev, per_page
 
 
-def truth_text_edit(gts: list) -> float | None:
+def truth_text_edit(gts: list, fmt=None) -> float | None:
     """The text edit of the ground truth pages `gts` themselves, each page's flat form parsed back,
     under the evaluator: what a forced run, which returns the ground truth, scores at best
     (OmniDocBench's merging of `truncated` chains keeps a block's text twice where a chain has 3
     blocks, which no prediction matches: docs/forced_results.md)."""
-    from treedec.serialize import page_to_flat, parse_flat
-
+    fmt = fmt or get_format("treedec")  # the run's output format: its pages written and read back as it does
     if not gts:
         return None
-    return evaluate_pages({g.name: parse_flat(page_to_flat(g), g.width, g.height).page for g in gts}, gts)["text_edit"]
+    return evaluate_pages({g.name: fmt.parse(fmt.render(g), g.width, g.height).page for g in gts}, gts)["text_edit"]
 
 
 def plot_steps(results: list[RunResult], path) -> None:
@@ -116,7 +117,7 @@ def _run(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True, on_
     them) and writes its outputs: the pass whose pages `on_record` writes as they finish
     (embedded runtime) times that as its phase "write"; any other pass is charged the time to
     write its outputs into a scratch folder."""
-    strategy = build_strategy(strategy_cfg, vlm.tokenizer)
+    strategy = build_strategy(strategy_cfg, vlm.tokenizer, model_format(cfg.model, vlm))
     res = _decode(strategy, vlm, samples, cfg, level, progress, on_record)
     res = res if on_record and res.phases.get("write") else charge_write(res)
     if res.passes is not None and cfg.get("cost_model", False):  # projected_pages_per_s (treedec.cost_model)
@@ -187,6 +188,7 @@ def main(cfg, out: RunOutput) -> dict:
         out.page(rec.name, {**rec.figures(), **{k: v for k, v in per_page_q.get(rec.name, {}).items() if k != "flags"},
                             "flags": rec.flags + per_page_q.get(rec.name, {}).get("flags", [])}, rec.page)
     summary: dict[str, Any] = {"pages": len(samples), "strategy": cfg.strategy.name,
+                               "format": model_format(cfg.model, vlm).name,
                                **input_figures(samples, main_res.records),
                                **{k: quality.get(k) for k in QUALITY_KEYS},
                                **speed, "concurrency": levels[-1], "steps_counted": steps_counted}
@@ -198,7 +200,8 @@ def main(cfg, out: RunOutput) -> dict:
         summary["throughput_ratio"] = speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None
         summary["p95_ratio"] = bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None
     if vlm.forced and quality.get("text_edit") is not None:  # the pages are the ground truth: its own score the floor
-        summary["text_edit_truth"] = truth_text_edit([r.gt for r in main_res.records if r.gt is not None])
+        summary["text_edit_truth"] = truth_text_edit([r.gt for r in main_res.records if r.gt is not None],
+                                                     model_format(cfg.model, vlm))
         summary["text_edit_vs_truth"] = quality["text_edit"] - summary["text_edit_truth"]
     summary.update(depth_figures(r.by_depth for r in main_res.records))  # drafting runs: acceptance_by_depth
     summary["by_concurrency"] = by_level

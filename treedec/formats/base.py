@@ -57,8 +57,13 @@ class Format:
         return block.content
 
     def crop_text(self, block: Block) -> str:
-        """What a crop read of `block`'s region outputs (without the end marker)."""
-        return self.content_text(block)
+        """What a crop read of `block`'s region outputs (without the end token)."""
+        return block.content
+
+    def encode(self, tok, text: str) -> list[int]:
+        """`text`'s token ids under `tok`, ended by the tokenizer's end token where the format
+        writes no end marker as text (treedec's `<eos>` is its tokenizer's end token)."""
+        return tok.encode(text) + ([] if self.eos_text else [tok.eos_id])
 
     # --- reading
     def parse(self, text: str, width: int = 1000, height: int = 1000, image_path: str = "") -> ParseResult:

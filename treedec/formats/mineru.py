@@ -53,6 +53,9 @@ class MineruFormat(Format):
         return "\n".join(self.layout_line(b, page.width, page.height) for b in page.reading_order())
 
     def content_text(self, block: Block) -> str:
+        return self.crop_text(block)
+
+    def crop_text(self, block: Block) -> str:
         if block.category in NOT_READ:
             return ""
         return html_to_otsl(block.content) if block.category == "table" else block.content
