@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from treedec.commands.run import quality_figures, truth_text_edit
-from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.models.forced import ForcedModel
@@ -14,17 +13,31 @@ from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 ONE_STAGE = ("treedec", "hpd", "markdown", "dots_json", "doctags")
-SYNTH = {"name": "synth", "pages": 3, "seed": 0, "page": {"width": 256, "height": 256, "regions": [2, 4]}}
 
 
 @pytest.fixture(scope="module")
 def forced():
-    return ForcedModel("1m", vision_tokens=16)
+    return ForcedModel("1m", vision_tokens=4)
 
 
 @pytest.fixture(scope="module")
 def samples():
-    return list(open_dataset(SYNTH))
+    """Two small pages (a forced decode costs a step per token): a title, text with quotes and a
+    line break (escaped in JSON), a table, a formula, a figure."""
+    from PIL import Image
+
+    from treedec.data.synth import Sample
+    from treedec.page import Block, Page
+
+    pages = [Page(200, 160, [Block("title", (10, 8, 150, 24), "Results", 0),
+                             Block("text_block", (10, 30, 190, 70), 'We say "hi"\nand go.', 1),
+                             Block("table", (10, 80, 190, 150), "<table><tr><td>a</td><td>1</td></tr></table>", 2)]),
+             Page(160, 200, [Block("text_block", (10, 10, 150, 60), "Area of a circle:", 0),
+                             Block("equation_isolated", (20, 70, 140, 90), "A=\\pi r^2", 1),
+                             Block("figure", (20, 100, 140, 190), "", 2)])]
+    for k, p in enumerate(pages):
+        p.image_path = f"p{k}.png"  # the page's name, as a sample's
+    return [Sample(p.name, p, Image.new("RGB", (p.width, p.height), "white")) for p in pages]
 
 
 def run(vlm, name: str, fmt: str, samples, **options):
@@ -77,3 +90,16 @@ def test_a_strategy_a_format_cannot_serve_is_refused_in_one_line(forced):
         build_strategy({"name": "sequential"}, tok, get_format("mineru"))
     for name in ("padoc", "table_rows", "padoc_hsd"):
         build_strategy({"name": name}, tok, get_format("hpd"))  # served
+
+
+def test_cli_refuses_a_fork_strategy_in_markdown(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "treedec", "run", "model=forced", "model.size=1m", "data=synth",
+                        "data.pages=1", "strategy=padoc", "model.format=markdown", f"out={tmp_path}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr[-2000:]
+    assert "strategy=padoc needs a fork protocol" in r.stderr and "hpd, treedec" in r.stderr
