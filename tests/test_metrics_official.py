@@ -6,14 +6,20 @@ import json
 import pytest
 
 from conftest import DEMO
-from treedec.evaluate import evaluate_pages, load_predictions
+from treedec.evaluate import evaluate_pages, load_predictions, load_raw_predictions
 
 TOLERANCE = 1e-9  # the implementations agree to rounding
 
 
-@pytest.fixture(scope="module")
-def figures(demo_pages):
-    preds, flags = load_predictions(DEMO / "predictions_md", demo_pages)
+@pytest.fixture(scope="module", params=["md files", "format=markdown"])
+def figures(demo_pages, request):
+    """The predictions read as Markdown files, and as raw outputs of the `markdown` format."""
+    if request.param == "md files":
+        preds, flags = load_predictions(DEMO / "predictions_md", demo_pages)
+    else:
+        from treedec.formats import get_format
+
+        preds, flags = load_raw_predictions(DEMO / "predictions_md", demo_pages, get_format("markdown"))
     return evaluate_pages(preds, demo_pages, flags)
 
 

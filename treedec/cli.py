@@ -46,7 +46,13 @@ def listing() -> str:
     lines = ["commands:"] + [f"  {k:<10} {v}" for k, v in COMMANDS.items()]
     lines += ["", "config groups (choose with group=option):"]
     lines += [f"  {g:<10} {', '.join(opts)}" for g, opts in sorted(groups().items())]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", "formats (choose with model.format=NAME):", *format_lines()])
+
+
+def format_lines() -> list[str]:
+    from treedec.formats import FORMATS, get_format
+
+    return [f"  {n:<10} {get_format(n).describe()}" for n in FORMATS.names()]
 
 
 def _fail(msg: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from treedec.page import Page
-from treedec.serialize import CHILD, FORK, block_layout, page_to_flat
+from treedec.serialize import CHILD, FORK, block_layout
 from treedec.strategies.base import Strategy
 
 # Region kinds the statistics group categories into (what drives depth: long text, tables, formulas).
@@ -24,8 +24,9 @@ def page_depth(page: Page, strategy: Strategy) -> dict[str, float]:
     """Sequential depth l(B) + sum l(Y_k) (tokens of the flat form) and the strategy's
     depth (critical path of its tree; PaDoc: max_k(l(B<=k) + l(Y_k))), in tokens = steps."""
     tok = strategy.tokenizer
-    sequential = len(tok.encode(page_to_flat(page)))
-    fork = strategy.target(page, tok, [tok.image_id]).critical_path()
+    fmt = strategy.format
+    sequential = len(fmt.encode(tok, fmt.render(page)))
+    fork = strategy.truth(page, [tok.image_id]).critical_path()
     return {"blocks": len(page.blocks), "sequential_depth": sequential, "fork_depth": fork,
             "reduction": 1 - fork / sequential if sequential else 0.0}
 

@@ -128,6 +128,50 @@ def load_prediction(folder: Path, gt: Page) -> tuple[Prediction, list[str]]:
     return None, []
 
 
+def format_prediction(fmt, text: str, gt: Page) -> tuple[Prediction, list[str]]:
+    """A raw output `text` in format `fmt` (a `treedec.formats.Format`) as the scorer takes it:
+    Markdown as its text (read as OmniDocBench reads Markdown, its problems flagged there), any
+    other format parsed into a page, the reader's repairs as flags."""
+    if fmt.scored_as_markdown:
+        return text, []
+    result = fmt.parse(text, gt.width, gt.height, gt.image_path)
+    return result.page, [f"{fmt.name} output: {r}" for r in result.repairs]
+
+
+RAW_SUFFIXES = (".txt", ".md", ".mmd", ".json", "")
+
+
+def load_raw_predictions(folder: str | Path, gts: list[Page], fmt) -> tuple[dict[str, Prediction], dict[str, list[str]]]:
+    """Each ground-truth page's raw output in format `fmt` from `folder` (one file per page named
+    by image stem: .txt, .md, .mmd, .json or no suffix), as the scorer takes it, and its flags."""
+    folder = Path(folder)
+    preds, flags = {}, {}
+    for gt in gts:
+        path = next((p for p in (folder / f"{gt.name}{s}" for s in RAW_SUFFIXES) if p.is_file()), None)
+        if path is None:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        preds[gt.name], notes = format_prediction(fmt, text, gt)
+        if notes:
+            flags[gt.name] = notes
+    return preds, flags
+
+
+def format_floor(gts: list[Page], fmt) -> dict[str, Any]:
+    """Format `fmt`'s floor on `gts`: each ground-truth page written in the format and read back,
+    scored as any prediction; `text_edit_vs_truth` is its text edit minus the ground truth's own
+    (the ground-truth pages scored as their own predictions)."""
+    preds, flags = {}, {}
+    for gt in gts:
+        preds[gt.name], notes = format_prediction(fmt, fmt.render(gt), gt)
+        if notes:
+            flags[gt.name] = notes
+    result = evaluate_pages(preds, gts, flags)
+    result["text_edit_truth"] = evaluate_pages({g.name: g for g in gts}, gts)["text_edit"]
+    result["text_edit_vs_truth"] = result["text_edit"] - result["text_edit_truth"]
+    return result
+
+
 def load_predictions(folder: str | Path, gts: list[Page]) -> tuple[dict[str, Prediction], dict[str, list[str]]]:
     """Predictions for every ground-truth page found in `folder` (one Markdown or JSON file
     per page, named by image stem), and flags for files that could not be read."""

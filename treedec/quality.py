@@ -6,7 +6,7 @@ from typing import Any
 
 from treedec.evaluate import evaluate_pages
 from treedec.records import RunResult
-from treedec.serialize import page_to_flat, parse_flat
+from treedec.formats import get_format
 
 # the quality figures of summary.json, for the strategy and (under "baseline") the compared one
 QUALITY_KEYS = ("text_edit", "text_edit_all", "table_teds", "table_teds_s", "formula_edit", "reading_order_edit",
@@ -24,11 +24,13 @@ def quality_figures(res: RunResult) -> tuple[dict[str, Any], dict[str, dict]]:
     return ev, per_page
 
 
-def truth_text_edit(gts: list) -> float | None:
-    """The text edit of the ground truth pages `gts` themselves, each page's flat form parsed back,
-    under the evaluator: what a forced run, which returns the ground truth, scores at best
+def truth_text_edit(gts: list, fmt=None) -> float | None:
+    """The text edit of the ground truth pages `gts` themselves, each page written in the run's
+    output format `fmt` (default: treedec's) and read back, under the evaluator: what a forced
+    run, which returns the ground truth, scores at best
     (OmniDocBench's merging of `truncated` chains keeps a block's text twice where a chain has 3
     blocks, which no prediction matches: docs/forced_results.md)."""
+    fmt = fmt or get_format("treedec")
     if not gts:
         return None
-    return evaluate_pages({g.name: parse_flat(page_to_flat(g), g.width, g.height).page for g in gts}, gts)["text_edit"]
+    return evaluate_pages({g.name: fmt.parse(fmt.render(g), g.width, g.height).page for g in gts}, gts)["text_edit"]

@@ -11,7 +11,6 @@ from typing import Any
 from treedec.data.sample import Sample
 from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
-from treedec.models.instructions import parse_output
 from treedec.strategies.base import Strategy
 
 
@@ -129,8 +128,7 @@ def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:
     (what reading the sample found, the runtime's cuts, the parser's repairs)."""
     sample = r.sample
     width, height = sample_size(sample)
-    text = strategy.flat_text(r.graph)
-    parsed = parse_output(text, width, height, image_path=sample.name)
+    text, parsed = strategy.parse(r.graph, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags,
                       stage_figures=root_io(r, strategy))

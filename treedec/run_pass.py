@@ -16,6 +16,7 @@ from treedec.records import RunResult
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
 from treedec.stages import run_strategy
+from treedec.formats.declare import model_format
 from treedec.strategies.base import build_strategy
 
 
@@ -26,7 +27,7 @@ def run_pass(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True,
     them) and writes its outputs: the pass whose pages `on_record` writes as they finish
     (embedded runtime) times that as its phase "write"; any other pass is charged the time to
     write its outputs into a scratch folder. `beside`: a runtime whose engines the pass shares."""
-    strategy = build_strategy(strategy_cfg, vlm.tokenizer)
+    strategy = build_strategy(strategy_cfg, vlm.tokenizer, model_format(cfg.model, vlm))  # the model's output format
     res = decode_pass(strategy, vlm, samples, cfg, level, progress, on_record, beside)
     res = res if on_record and res.phases.get("write") else charge_write(res)
     if res.passes is not None and cfg.get("cost_model", False):  # projected_pages_per_s (treedec.cost_model)

@@ -12,7 +12,7 @@ from treedec.speed import speed_figures
 
 
 def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: list[dict], quality: Mapping[str, Any],
-                *, pages: int, scored: RunResult | None = None,
+                *, pages: int, fmt=None, scored: RunResult | None = None,
                 inputs: Mapping[str, Any], concurrency: int, steps_counted: bool, forced: bool,
                 alerts: Sequence[str] = (), runtime_notes: Sequence[str] = ()) -> dict[str, Any]:
     """The summary of `results` (the strategy's pass at the largest level first, then the compared
@@ -21,13 +21,13 @@ def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: li
     `inputs`: the figures about the inputs."""
     res = results[0]
     speed = speed_figures(res)
-    summary: dict[str, Any] = {"pages": pages, "strategy": names[0], **inputs,
+    summary: dict[str, Any] = {"pages": pages, "strategy": names[0], "format": fmt.name if fmt else "treedec", **inputs,
                                **{k: quality.get(k) for k in QUALITY_KEYS},
                                **speed, "concurrency": concurrency, "steps_counted": steps_counted}
     if len(results) > 1:
         summary.update(baseline_figures(results[1], names[1], speed))
     if forced and quality.get("text_edit") is not None:
-        summary.update(truth_figures(scored or res, quality["text_edit"]))
+        summary.update(truth_figures(scored or res, quality["text_edit"], fmt))
     summary.update(depth_figures(r.by_depth for r in res.records))  # drafting runs: acceptance_by_depth
     summary["by_concurrency"] = by_level
     if alerts:
@@ -47,9 +47,10 @@ def baseline_figures(base: RunResult, name: str, speed: Mapping[str, Any]) -> di
             "p95_ratio": bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None}
 
 
-def truth_figures(res: RunResult, text_edit: float) -> dict[str, Any]:
-    """A forced run's pages are the ground truth: the truth's own score is the floor of `text_edit`."""
-    truth = truth_text_edit([r.gt for r in res.records if r.gt is not None])
+def truth_figures(res: RunResult, text_edit: float, fmt=None) -> dict[str, Any]:
+    """A forced run's pages are the ground truth, in its output format `fmt`: the truth's own
+    score (written in `fmt` and read back) is the floor of `text_edit`."""
+    truth = truth_text_edit([r.gt for r in res.records if r.gt is not None], fmt)
     return {"text_edit_truth": truth, "text_edit_vs_truth": text_edit - truth}
 
 

@@ -136,6 +136,18 @@ def _parse_box(head: str, where: str, repairs: list[str]) -> tuple[tuple[int, in
     return (x1, y1, x2, y2), head[m.end():]
 
 
+def block_chunks(text: str, repairs: list[str]) -> list[str]:
+    """The text of each `<BLOCK>` of a flat stream (a `<FORK>` read as `<CHILD>`; text before
+    the first block dropped; each repair noted)."""
+    if FORK in text:
+        repairs.append("<FORK> in flat output, read as <CHILD>")
+        text = text.replace(FORK, CHILD)
+    chunks = text.split(BLOCK)
+    if chunks[0].strip():
+        repairs.append(f"dropped {len(chunks[0])} characters before the first <BLOCK>")
+    return chunks[1:]
+
+
 def parse_flat(text: str, width: int = 1000, height: int = 1000, image_path: str = "") -> ParseResult:
     """Parse flat-form model output into a `Page`, tolerating malformed output.
 
@@ -151,14 +163,8 @@ def parse_flat(text: str, width: int = 1000, height: int = 1000, image_path: str
             repairs.append(f"dropped {len(tail)} characters after <eos>")
     else:
         repairs.append("missing <eos>")
-    if FORK in text:
-        repairs.append("<FORK> in flat output, read as <CHILD>")
-        text = text.replace(FORK, CHILD)
-    chunks = text.split(BLOCK)
-    if chunks[0].strip():
-        repairs.append(f"dropped {len(chunks[0])} characters before the first <BLOCK>")
     blocks: list[Block] = []
-    for n, chunk in enumerate(chunks[1:], 1):
+    for n, chunk in enumerate(block_chunks(text, repairs), 1):
         where = f"block {n}"
         head, sep, content = chunk.partition(CHILD)
         if CHILD in content:

@@ -1,5 +1,6 @@
-"""`python -m treedec evaluate pred=DIR gt=FILE`: score predicted pages (one Markdown or
-OmniDocBench/treedec JSON per page, named by image stem) against OmniDocBench ground truth."""
+"""`python -m treedec evaluate pred=DIR gt=FILE [format=NAME]`: score predicted pages (one Markdown or
+OmniDocBench/treedec JSON per page, named by image stem; with `format`, one raw model output per
+page in that output format) against OmniDocBench ground truth."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from treedec.errors import UserError
-from treedec.evaluate import evaluate_pages, load_predictions
+from treedec.evaluate import evaluate_pages, load_predictions, load_raw_predictions
 from treedec.io import load_omnidocbench
 from treedec.metrics import OVERALL_NOTE
 from treedec.outputs import RunOutput
@@ -72,18 +73,24 @@ def _plots(out: Path, per_page: dict[str, dict]) -> list[Path]:
 
 
 def main(cfg, out: RunOutput) -> dict[str, Any]:
-    """The CLI entry: `python -m treedec evaluate pred=DIR gt=FILE`."""
-    return evaluate_dir(cfg.pred, cfg.gt, out)
+    """The CLI entry: `python -m treedec evaluate pred=DIR gt=FILE [format=NAME]`."""
+    return evaluate_dir(cfg.pred, cfg.gt, out, cfg.get("format"))
 
 
-def evaluate_dir(pred: str | Path, gt: str | Path, out: str | Path | RunOutput) -> dict[str, Any]:
+def evaluate_dir(pred: str | Path, gt: str | Path, out: str | Path | RunOutput, fmt: str | None = None) -> dict[str, Any]:
     """Score, print, and write `summary.json`, `pages/<name>.json`, plots and `report.html`
-    into `out`; return the summary."""
+    into `out`; return the summary. `fmt`: the predictions are raw outputs in that format (one
+    file per page), read by it (`treedec.formats`); None: Markdown or OmniDocBench JSON files."""
     pred_dir = Path(pred)
     if not pred_dir.is_dir():
         raise UserError(f"pred={pred}: no such folder (expected one .md or .json per page)")
     gts = _load_ground_truth(Path(gt))
-    preds, flags = load_predictions(pred_dir, gts)
+    if fmt:
+        from treedec.formats import get_format
+
+        preds, flags = load_raw_predictions(pred_dir, gts, get_format(fmt))
+    else:
+        preds, flags = load_predictions(pred_dir, gts)
     result = evaluate_pages(preds, gts, flags, progress=True)
     run = out if isinstance(out, RunOutput) else RunOutput(out)
     for name, figures in result["per_page"].items():
@@ -95,7 +102,7 @@ def evaluate_dir(pred: str | Path, gt: str | Path, out: str | Path | RunOutput) 
             console.print(f"[yellow]{name}[/yellow]: {flag}", highlight=False)
     console.print(_summary_table(result))
     console.print(f"[dim]{OVERALL_NOTE}[/dim]")
-    summary = run.summary({**result, "pred": str(pred_dir), "gt": str(gt)}, "evaluate")
+    summary = run.summary({**result, "pred": str(pred_dir), "gt": str(gt), "format": fmt}, "evaluate")
     write_report(run.dir, summary, result["per_page"], _plots(run.dir, result["per_page"]),
                  title=f"treedec evaluate: {pred_dir.name}")
     return summary

@@ -13,6 +13,7 @@ import torch
 from treedec.commands.run_inputs import (check_some_readable, documents_of, flagged_line, input_figures, interrupted,
                                          model_notes, page_views)
 from treedec.data import open_dataset
+from treedec.formats.declare import model_format
 from treedec.io.documents import write_documents
 from treedec.models.loader import load_vlm
 from treedec.outputs import RunOutput
@@ -52,7 +53,8 @@ def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
     every = sitting.with_earlier(results[0], samples)  # + the earlier sittings' pages: quality and documents cover all
     quality, per_page_q = quality_figures(every)
     _write_pages(out, results[0], per_page_q)
-    summary = run_summary(results, names, by_level, quality, pages=len(samples), scored=every,
+    summary = run_summary(results, names, by_level, quality, pages=len(samples), fmt=model_format(cfg.model, vlm),
+                          scored=every,
                           inputs={**input_figures(samples, every.records), **sitting.figures(len(results[0].records))},
                           concurrency=levels[-1], steps_counted=runtime.steps_counted, forced=vlm.forced,
                           alerts=alerts, runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))

@@ -13,7 +13,8 @@ from treedec.engine.draft import DraftRequest, DraftTree, StreamState, Verdict
 from treedec.graph import DecodingGraph
 from treedec.metrics.layout import iou
 from treedec.page import Page
-from treedec.serialize import BLOCK, CHILD, EOS, block_layout, box_to_text, coord, page_to_flat, page_to_tree
+from treedec.formats import Format, get_format
+from treedec.serialize import BLOCK, FORK, box_to_text, coord
 from treedec.tokenizer import Tokenizer
 
 _BOX = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")
@@ -78,8 +79,9 @@ class _PageSeqs:
     the tree form's layout), as a sequence and, for `layout=lines`, as `lines` (`grid`: the
     model's patch grid on the page, or None)."""
 
-    def __init__(self, page: Page, tok: Tokenizer, form: str, lines: bool, grid: int | None = None):
-        self.root = tok.encode(page_to_flat(page) if form == "flat" else page_to_tree(page).layout)
+    def __init__(self, page: Page, tok: Tokenizer, form: str, lines: bool, grid: int | None = None,
+                 fmt: Format | None = None):
+        self.root = root_ids(page, tok, form, fmt or get_format("treedec"))
         self.lines = LayoutLines.of(self.root, tok, grid_values(tok, page, grid) if grid else None) if lines else None
         self.regions = []  # (box in 0-1000 ints, branch tokens <CHILD>content<eos>)
         for b in page.reading_order():
@@ -108,6 +110,7 @@ class PageDraftDrafter:
             (("layout=lines (the root stream drafted line by line, field by field)",) if layout == "lines" else ())
         self.pages: dict[str, Page | list[Page]] = {}
         self.grids: dict[str, int] = {}
+        self.fmt = get_format("treedec")  # drafts written as this format writes them (`Strategy.with_format`)
         self._seqs: dict[str, list[_PageSeqs]] = {}
 
     def _for(self, name: str) -> list[_PageSeqs]:
@@ -116,7 +119,7 @@ class PageDraftDrafter:
                 return []
             pages = self.pages[name]
             grid, lines = self.grids.get(name), self.layout == "lines"
-            self._seqs[name] = [_PageSeqs(p, self.tok, self.form, lines, grid)
+            self._seqs[name] = [_PageSeqs(p, self.tok, self.form, lines, grid, self.fmt)
                                 for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
 
@@ -128,13 +131,15 @@ class PageDraftDrafter:
             self.grids[name] = grid
 
     def for_run(self, vlm) -> "PageDraftDrafter":
-        return PageDraftDrafter(self.tok, self.form, self.matcher, self.min_iou, self.layout)
+        run = PageDraftDrafter(self.tok, self.form, self.matcher, self.min_iou, self.layout)
+        run.fmt = self.fmt
+        return run
 
     def sequences(self, names: list[str], prompt_ids: list[int]) -> list[list[int]]:
         """The named pages' drafts as token sequences (`page_draft_sequences`; every alternative)."""
         drafts = [d for n in names if n in self.pages
                   for d in (self.pages[n] if isinstance(self.pages[n], list) else [self.pages[n]])]
-        return page_draft_sequences(drafts, self.tok, self.form, prompt_ids, self.matcher.w_max)
+        return page_draft_sequences(drafts, self.tok, self.form, prompt_ids, self.matcher.w_max, self.fmt)
 
     def propose_many(self, requests: list[DraftRequest]) -> list[DraftTree | None]:
         return [self.propose(*r) for r in requests]
@@ -179,18 +184,25 @@ class PageDraftDrafter:
         return best[1] if best is not None and iou(box, best[0]) >= self.min_iou else None
 
 
-def page_draft_sequences(pages, tok: Tokenizer, form: str, prompt_ids: list[int], w_max: int) -> list[list[int]]:
+def root_ids(page: Page, tok: Tokenizer, form: str, fmt: Format) -> list[int]:
+    """A draft page's root stream as `fmt` writes it: the flat form, or the tree form's layout."""
+    return fmt.encode(tok, fmt.render(page) if form == "flat" else fmt.render_tree(page).layout)
+
+
+def page_draft_sequences(pages, tok: Tokenizer, form: str, prompt_ids: list[int], w_max: int,
+                         fmt: Format | None = None) -> list[list[int]]:
     """Draft `Page`s as the token sequences a matcher over fixed sequences reads (vLLM's
     proposer, `treedec.runtimes.vllm_drafts`): one root sequence per page (`form` flat: the
     flat form; tree: the layout) headed by the prompt's last `w_max` tokens, and for the tree
     form one sequence per draft region (its layout line, `<CHILD>`, content, `<eos>`)."""
+    fmt = fmt or get_format("treedec")
     head = list(prompt_ids[-w_max:]) if w_max > 0 else []
     out: list[list[int]] = []
     for page in pages:
+        out.append(head + root_ids(page, tok, form, fmt))
         if form == "flat":
-            out.append(head + tok.encode(page_to_flat(page)))
             continue
-        out.append(head + tok.encode(page_to_tree(page).layout))
-        for b in page.reading_order():
-            out.append(tok.encode(block_layout(b, page.width, page.height) + CHILD + b.content + EOS))
+        tree = fmt.render_tree(page)  # each branch after its block's layout line (the text before its <FORK>)
+        for before, branch in zip(tree.layout.split(FORK), tree.branches):
+            out.append(fmt.encode(tok, BLOCK + before.rsplit(BLOCK, 1)[-1] + branch))
     return out

@@ -48,7 +48,7 @@ class ForcedChoice:
             raise UserError(f"model=forced needs every page's ground truth; {sample.name!r} has "
                             "none (use data=omnidocbench or data=synth)")
         tok = policy.tokenizer
-        return cls(policy.target(truth, tok, list(prompt_ids)), tok.eos_id)
+        return cls(policy.truth(truth, list(prompt_ids)), tok.eos_id)
 
     def _walk(self, node: int, token: int) -> int:
         return OFF if node == OFF else self.edges.get((node, token), OFF)

@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 
 from treedec.errors import UserError
+from treedec.formats.declare import declare_format
 from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.planar_rope import use_planar
 from treedec.models.serving import write_serving_files
@@ -143,6 +144,7 @@ class VLM:
         self.model.save_pretrained(d, safe_serialization=True)
         write_serving_files(d, self.tokenizer, self.spec.image_size, self.spec.image_tokens, self.spec.max_positions)
         (d / "treedec.json").write_text(json.dumps({"spec": asdict(self.spec), "pages": self.pages}, indent=1))
+        declare_format(d, "treedec")  # what it writes (`treedec.formats.declare`)
         return d
 
     @classmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass, fields, make_dataclass, replace
+from dataclasses import dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -15,6 +15,7 @@ from omegaconf import MISSING
 from treedec.engine.draft import DraftRequest, DraftSource, DraftTree, Verdict, accept_greedy
 from treedec.engine.policy import Fork
 from treedec.errors import UserError
+from treedec.formats import Format, get_format, require
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.registry import Registry
@@ -23,8 +24,9 @@ from treedec.tokenizer import Tokenizer
 
 ForkRule = Callable[[DecodingGraph, int, int, Tokenizer], list[Fork]]
 """(graph, stream, index of its new token, tokenizer) -> forks to start."""
-Target = Callable[[Page, Tokenizer, list[int]], DecodingGraph]
-"""(page, tokenizer, prompt ids) -> the page's ground truth as a decoding graph."""
+Target = Callable[[Page, Tokenizer, list[int], Format], DecodingGraph]
+"""(page, tokenizer, prompt ids, output format) -> the page's ground truth as a decoding graph,
+the page written as the format writes it."""
 
 
 
@@ -79,15 +81,21 @@ def options_of(schema, name: str, options: Mapping[str, Any]):
         raise UserError(f"bad config for strategy {name!r}: {e}") from None
 
 
-def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer) -> "Strategy":
-    """The strategy a `strategy` config names, its other keys passed to the factory."""
+def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer, fmt: Format | None = None) -> "Strategy":
+    """The strategy a `strategy` config names, its other keys passed to the factory, speaking
+    output format `fmt` (None: treedec's; a format it cannot serve is a one-line `UserError`)."""
     params = {k: v for k, v in cfg.items() if k != "name"}
     factory = STRATEGIES.get(cfg["name"])
     try:
         inspect.signature(factory).bind(tokenizer, **params)
     except TypeError as e:
         raise UserError(f"bad config for strategy {cfg['name']!r}: {e}") from None
-    return factory(tokenizer, **params)
+    strategy = factory(tokenizer, **params)
+    return strategy.with_format(fmt) if fmt is not None else strategy
+
+
+# strategies that speak treedec's format only, for now (their stages build treedec text)
+TREEDEC_ONLY = ("crops",)
 
 
 @dataclass
@@ -106,6 +114,29 @@ class Strategy:
     before: BeforeDecoding | None = None
     after: AfterDecoding | None = None
     made_for_run: bool = False  # its drafter is a run's own (`for_run`)
+    needs: tuple[str, ...] = ()  # format capabilities it needs beyond a fork rule's `forks` (hsd: block_text)
+    format: Format = field(default_factory=lambda: get_format("treedec"))  # the output format it speaks
+    speaks: tuple[Any, ...] = ()  # its parts that write the format too (hsd's page drafter): `with_format` sets their `fmt`
+
+    def with_format(self, fmt: Format) -> "Strategy":
+        """This strategy speaking `fmt`: its targets, drafts and parsing in that format; refused in
+        one line where the format cannot serve it (a fork rule needs `forks`, hsd `block_text`, a
+        page-mode strategy a page prompt)."""
+        for need in (("forks",) if self.fork_rule else ()) + self.needs:
+            require(fmt, need, self.name)
+        if fmt.two_stage and self.mode == "flat":
+            raise UserError(f"strategy={self.name} reads the whole page, which format {fmt.name!r} does not (its "
+                            f"layout comes from {'a detector' if fmt.detector_layout else 'a layout pass'}, its "
+                            "text from crop reads): use strategy=crops")
+        if fmt.name != "treedec" and any(self.name.startswith(n) for n in TREEDEC_ONLY):
+            raise UserError(f"strategy={self.name} speaks only format 'treedec' so far; got model.format={fmt.name}")
+        for part in self.speaks:
+            part.fmt = fmt
+        return replace(self, format=fmt)
+
+    def truth(self, page: Page, prompt: list[int]) -> DecodingGraph:
+        """The page's ground truth as this strategy decodes it, in its format (`target`)."""
+        return self.target(page, self.tokenizer, prompt, self.format)
 
     def for_run(self, vlm) -> "Strategy":
         """This strategy for one run on `vlm`: a copy drafting with a source of its own, made for
@@ -146,6 +177,21 @@ class Strategy:
     # --- output
     def flat_text(self, graph: DecodingGraph) -> str:
         """The page in flat form: every branch spliced in place of its fork token, its own
-        `<eos>` dropped (nested branches too)."""
+        `<eos>` dropped (nested branches too); the end token dropped too where the format writes
+        no end marker as text."""
         tok = self.tokenizer
-        return tok.decode(graph.flatten(drop_tail=list(tok.eos_ids), nested_drop_head=self.nested_drop_head))
+        eos = list(tok.eos_ids)
+        ids = graph.flatten(drop_tail=eos, nested_drop_head=self.nested_drop_head)
+        if not self.format.eos_text and ids and ids[-1] in eos:
+            ids = ids[:-1]
+        return tok.decode(ids)
+
+    def parse(self, graph: DecodingGraph, width: int, height: int, image_path: str = ""):
+        """The decoded page (`flat_text`, read by the format): (text, `ParseResult`); an output
+        without its end token is flagged as cut where the format writes no end marker."""
+        text = self.flat_text(graph)
+        result = self.format.parse(text, width, height, image_path)
+        ended = bool(graph.streams) and graph[0].tokens[-1:] != [] and graph[0].tokens[-1] in self.tokenizer.eos_ids
+        if not self.format.eos_text and not ended:
+            result.repairs.append("no end token: the output was cut")
+        return text, result

@@ -4,6 +4,7 @@ truth, the region of the page's ground truth that the crop shows (the content bl
 overlaps most), which a forced model reads it as (`treedec.models.forced`)."""
 from __future__ import annotations
 
+from treedec.formats import Format
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.tokenizer import Tokenizer
@@ -12,9 +13,11 @@ from treedec.training.packing import flat_graph
 UNREAD = frozenset({"figure", "text_mask", "table_mask"})  # regions without content: no crop is read
 
 
-def crop_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
-    """A crop's ground truth (`region_truth`, one block or none) as the crop reads it: content `<eos>`."""
-    return flat_graph(prompt, tok.encode(page.blocks[0].content if page.blocks else "") + [tok.eos_id])
+def crop_target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | None = None) -> DecodingGraph:
+    """A crop's ground truth (`region_truth`, one block or none) as the crop reads it, in `fmt`
+    (`Format.crop_text`; None: the content as it is), then `<eos>`."""
+    text = (fmt.crop_text(page.blocks[0]) if fmt else page.blocks[0].content) if page.blocks else ""
+    return flat_graph(prompt, tok.encode(text) + [tok.eos_id])
 
 
 def region_truth(page: Page | None, bbox) -> Page | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from treedec.data.sample import Sample
 from treedec.engine.page_decoding import PageDecoding
+from treedec.formats import Format
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.serialize import BLOCK, CHILD, EOS, block_layout, parse_flat
@@ -25,7 +26,7 @@ from treedec.strategies.hsd_stage1 import model_grid, stage1_crop
 from treedec.tokenizer import Tokenizer
 
 
-def crops_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
+def crops_target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | None = None) -> DecodingGraph:
     """The ground truth as the two stages decode it: the layout stream (`<FORK>` per region),
     then each region's content as a branch that starts after the whole layout, so the
     critical path is l(B) + max_k l(Y_k) (oracle depth). Training on it trains the layout

@@ -212,6 +212,7 @@ def _hsd(tokenizer: Tokenizer, name: str, options: dict, **preset) -> Strategy:
     strategy = fork_base(tokenizer, o.base, name, o.base_options)
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
+    strategy.needs, strategy.speaks = ("block_text",), (pages,)  # drafts matched on the format's text
     strategy.before = TwoStages(tokenizer, o, matcher)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)

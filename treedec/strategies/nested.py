@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from treedec.engine.policy import Fork
+from treedec.formats import Format
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.strategies.base import Target
@@ -29,8 +30,8 @@ def any_fork(graph: DecodingGraph, sid: int, index: int, tok: Tokenizer) -> list
 
 def nested_target(split: Split) -> Target:
     """The ground-truth graph of a nested rule: PaDoc's tree, each content branch cut by `split`."""
-    def target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
-        tree = tree_target(page, tok, prompt)
+    def target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | None = None) -> DecodingGraph:
+        tree = tree_target(page, tok, prompt, fmt)
         g = DecodingGraph()
         g.root(tree[0].tokens[: tree[0].prompt_len])
         g.append(0, tree[0].tokens[tree[0].prompt_len:])

@@ -1,24 +1,26 @@
 """PaDoc / HPD fork protocol: the layout stream forks a content branch at each `<FORK>`;
 the branch starts with `<CHILD>` at the fork's position and sees [prompt, layout<=k]."""
 from treedec.engine.policy import Fork
+from treedec.formats import Format, get_format
 from treedec.graph import DecodingGraph
 from treedec.page import Page
-from treedec.serialize import page_to_tree
 from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.tokenizer import Tokenizer
 
 
-def tree_target(page: Page, tok: Tokenizer, prompt: list[int]) -> DecodingGraph:
+def tree_target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | None = None) -> DecodingGraph:
     """The root stream is the prompt followed by the layout stream; each `<FORK>` starts a
-    branch `<CHILD>content<eos>` at its position."""
-    tree = page_to_tree(page)
+    branch `<CHILD>content<eos>` at its position (the tree form of `fmt`, a format with forks;
+    None: treedec's)."""
+    fmt = fmt or get_format("treedec")
+    tree = fmt.render_tree(page)
     g = DecodingGraph()
     root = g.root(prompt)
     k = 0
-    for t in tok.encode(tree.layout):
+    for t in fmt.encode(tok, tree.layout):
         g.append(root.id, [t])
         if t == tok.fork_id:
-            branch = tok.encode(tree.branches[k])
+            branch = fmt.encode(tok, tree.branches[k])
             child = g.fork(root.id, at=len(root.tokens) - 1, first=branch[:1], label=f"block {k + 1}")
             g.append(child.id, branch[1:])
             g.finish(child.id)

@@ -31,7 +31,7 @@ class Example:
 
 def page_example(sample: Sample, vlm: VLM, strategy: Strategy) -> Example:
     """The whole page as the strategy's ground-truth graph (one packed tree per page)."""
-    return Example(strategy.target(sample.page, vlm.tokenizer, vlm.prompt_ids(strategy.mode)), sample.image)
+    return Example(strategy.truth(sample.page, vlm.prompt_ids(strategy.mode)), sample.image)
 
 
 def _misread_content(content: list[int], category: str, tok, rng: random.Random) -> list[int]:

@@ -17,7 +17,7 @@ from treedec.training.qwen3_vl_packing import VLExample
 
 def page_example(vlm: Qwen3VL, page: Page, image: Image.Image, strategy: Strategy) -> VLExample:
     prompt = vlm.prompt(image, strategy.mode)
-    return VLExample(strategy.target(page, vlm.tokenizer, prompt.ids), prompt)
+    return VLExample(strategy.truth(page, prompt.ids), prompt)
 
 
 def synthetic_pages(seeds, page_cfg) -> list:

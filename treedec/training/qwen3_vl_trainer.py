@@ -30,6 +30,7 @@ import torch
 
 from treedec.data.synth import SynthConfig
 from treedec.errors import UserError
+from treedec.formats.declare import declare_format
 from treedec.models.qwen3_vl import Qwen3VL
 from treedec.strategies.base import STRATEGIES
 from treedec.training import distributed
@@ -218,6 +219,7 @@ class VLTrainer:
         hf = self.vlm.tokenizer.hf
         hf.save_pretrained(d)
         self.vlm.image_processor.save_pretrained(d)
+        declare_format(d, "treedec")  # what it is trained to write (`treedec.formats.declare`)
         if self.vlm.chat_template and not getattr(hf, "chat_template", None):
             (d / "chat_template.jinja").write_text(self.vlm.chat_template)
         torch.save({"opt": opt, "step": self.step, "history": self.history, "torch_rng": torch.get_rng_state()}, d / STATE)

@@ -1,0 +1,105 @@
+"""The forced model in each output format (`model=forced model.format=NAME`): it returns the
+ground truth as the format writes it, hsd speculates in the format's text, padoc forks in hpd's
+protocol, and a strategy a format cannot serve is refused in one line."""
+import numpy as np
+import pytest
+
+from treedec.commands.run import quality_figures, truth_text_edit
+from treedec.errors import UserError
+from treedec.formats import get_format
+from treedec.models.forced import ForcedModel
+from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
+from treedec.stages import run_strategy
+from treedec.strategies.base import build_strategy
+
+ONE_STAGE = ("treedec", "hpd", "markdown", "dots_json", "doctags")
+
+
+@pytest.fixture(scope="module")
+def forced():
+    return ForcedModel("1m", vision_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def samples():
+    """Two small pages (a forced decode costs a step per token): a title, text with quotes and a
+    line break (escaped in JSON), a table, a formula, a figure."""
+    from PIL import Image
+
+    from treedec.data.synth import Sample
+    from treedec.page import Block, Page
+
+    pages = [Page(200, 160, [Block("title", (10, 8, 150, 24), "Results", 0),
+                             Block("text_block", (10, 30, 190, 70), 'We say "hi"\nand go.', 1),
+                             Block("table", (10, 80, 190, 150), "<table><tr><td>a</td><td>1</td></tr></table>", 2)]),
+             Page(160, 200, [Block("text_block", (10, 10, 150, 60), "Area of a circle:", 0),
+                             Block("equation_isolated", (20, 70, 140, 90), "A=\\pi r^2", 1),
+                             Block("figure", (20, 100, 140, 190), "", 2)])]
+    for k, p in enumerate(pages):
+        p.image_path = f"p{k}.png"  # the page's name, as a sample's
+    return [Sample(p.name, p, Image.new("RGB", (p.width, p.height), "white")) for p in pages]
+
+
+def run(vlm, name: str, fmt: str, samples, **options):
+    if name in ("hsd", "padoc_hsd"):
+        options = {"drafts": "oracle", **options}
+    rt = EmbeddedRuntime(EmbeddedConfig(max_pages=len(samples), max_new_tokens=12000, max_branches=4096))
+    strategy = build_strategy({"name": name, **options}, vlm.tokenizer, get_format(fmt))
+    return run_strategy(rt, vlm, strategy, samples, progress=False, warmup=False, cold_drafts=False)
+
+
+@pytest.fixture(scope="module")
+def sequential(forced, samples):
+    return {fmt: run(forced, "sequential", fmt, samples) for fmt in ONE_STAGE}
+
+
+@pytest.mark.parametrize("fmt", ONE_STAGE)
+def test_the_baseline_returns_the_ground_truth_in_each_format(sequential, samples, fmt):
+    res = sequential[fmt]
+    f = get_format(fmt)
+    for rec, s in zip(res.records, samples):
+        assert not rec.flags, rec.flags
+        assert rec.text == f.render(s.page), fmt  # the page as the format writes it, token for token
+    quality, _ = quality_figures(res)
+    assert quality["text_edit"] - truth_text_edit([s.page for s in samples], f) <= 0.01
+
+
+@pytest.mark.parametrize("fmt", ONE_STAGE)
+def test_hsd_in_each_format_gives_the_same_pages_with_drafts_accepted(forced, samples, sequential, fmt):
+    res = run(forced, "hsd", fmt, samples)
+    assert [r.text for r in res.records] == [r.text for r in sequential[fmt].records]
+    assert all(not r.flags for r in res.records)
+    accepted = sum(r.accepted for r in res.records)
+    assert accepted > 0
+    assert np.median([r.steps for r in res.records]) < np.median([r.steps for r in sequential[fmt].records])
+
+
+def test_padoc_in_hpd_equals_its_sequential_in_fewer_steps(forced, samples, sequential):
+    res = run(forced, "padoc", "hpd", samples)
+    assert [r.text for r in res.records] == [r.text for r in sequential["hpd"].records]
+    assert np.median([r.steps for r in res.records]) < np.median([r.steps for r in sequential["hpd"].records])
+    hsd = run(forced, "padoc_hsd", "hpd", samples)
+    assert [r.text for r in hsd.records] == [r.text for r in res.records] and sum(r.accepted for r in hsd.records) > 0
+
+
+def test_a_strategy_a_format_cannot_serve_is_refused_in_one_line(forced):
+    tok = forced.tokenizer
+    with pytest.raises(UserError, match=r"strategy=padoc needs a fork protocol.*formats that serve it: hpd, treedec"):
+        build_strategy({"name": "padoc"}, tok, get_format("markdown"))
+    with pytest.raises(UserError, match="use strategy=crops"):
+        build_strategy({"name": "sequential"}, tok, get_format("mineru"))
+    for name in ("padoc", "table_rows", "padoc_hsd"):
+        build_strategy({"name": name}, tok, get_format("hpd"))  # served
+
+
+def test_cli_refuses_a_fork_strategy_in_markdown(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "treedec", "run", "model=forced", "model.size=1m", "data=synth",
+                        "data.pages=1", "strategy=padoc", "model.format=markdown", f"out={tmp_path}"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr[-2000:]
+    assert "strategy=padoc needs a fork protocol" in r.stderr and "hpd, treedec" in r.stderr
