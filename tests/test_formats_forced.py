@@ -4,7 +4,7 @@ protocol, and a strategy a format cannot serve is refused in one line."""
 import numpy as np
 import pytest
 
-from treedec.commands.run import quality_figures, truth_text_edit
+from treedec.quality import quality_figures, truth_text_edit
 from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.models.forced import ForcedModel
@@ -26,7 +26,7 @@ def samples():
     line break (escaped in JSON), a table, a formula, a figure."""
     from PIL import Image
 
-    from treedec.data.synth import Sample
+    from treedec.data.sample import Sample
     from treedec.page import Block, Page
 
     pages = [Page(200, 160, [Block("title", (10, 8, 150, 24), "Results", 0),
