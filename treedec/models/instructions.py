@@ -1,18 +1,14 @@
-"""What a checkpoint is asked, and how its raw output is read back: one function each, so
-that treedec's formats (`treedec.formats`: a format's `prompt(mode)` and `parse(text, w, h)`)
-are wired in here and nowhere else.
-
-- `instruction`: the user turn's text after the image for a prompt mode. A checkpoint's
-  own prompt for the mode (`treedec_prompts.json`) wins; a checkpoint with treedec's
-  tokens is asked with the mode's token (treedec's format); any other with the plain
-  instruction its model card gives (`PLAIN`: Markdown of the page; a crop's text).
-- `parse_output`: the raw output text (root stream, flattened) as a `ParseResult`.
-"""
+"""What a checkpoint is asked: the user turn's text after the image for a prompt mode, in
+one place. A checkpoint's own prompt for the mode (`treedec_prompts.json`) wins; a checkpoint
+with treedec's tokens is asked with the mode's token (treedec's format); one whose format is
+named (`model.format`) with that format's prompt (`treedec.formats`: `Format.prompt`); any
+other with the plain instruction its model card gives (`PLAIN`: Markdown of the page; a crop's
+text). Its raw output is read back by the run's format (`Strategy.parse`)."""
 from __future__ import annotations
 
 from treedec.errors import UserError
+from treedec.formats import get_format
 from treedec.models.vlm import MODES
-from treedec.serialize import ParseResult, parse_flat
 
 # the plain instructions of a checkpoint without treedec's tokens (the model cards' shape)
 PLAIN = {"flat": "Convert the document to markdown.", "crop": "Read the text in the image."}
@@ -36,10 +32,7 @@ def instruction(mode: str, fmt: str | None, treedec_tokens: bool, has_token, pro
                         "prompt for it")
     if mode in prompts:
         return prompts[mode]
+    if fmt not in (None, "treedec") and mode in ("flat", "crop"):  # the named format's own prompt
+        return get_format(fmt).prompt(mode)
     return MODES[mode] if treedec_tokens else PLAIN[mode]
 
-
-def parse_output(text: str, width: int, height: int, fmt: str | None = None, image_path: str = "") -> ParseResult:
-    """The raw output `text` of a page read back into a page (treedec's flat form today;
-    the formats' `parse` for `fmt` once they are wired in)."""
-    return parse_flat(text, width, height, image_path=image_path)
