@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from treedec.models.replicas.bpe import train_bpe
+from treedec.models.bpe_tokenizer import QWEN_PATTERN
+from treedec.models.replicas.common import format_tokens, train_bpe
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>")
 NAMED = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
@@ -24,13 +25,8 @@ TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
 
 
 def tokenizer(fmt: str | None):
-    from transformers import PreTrainedTokenizerFast
-
-    base = train_bpe(SPECIAL, fmt)
-    hf = PreTrainedTokenizerFast(tokenizer_object=base.backend_tokenizer, eos_token="<|im_end|>",
-                                 pad_token="<|endoftext|>", extra_special_tokens=NAMED)
-    hf.chat_template = TEMPLATE
-    return hf
+    return train_bpe([*SPECIAL, *format_tokens("internvl", None, fmt)], split=QWEN_PATTERN,
+                     chat_template=TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>", **NAMED)
 
 
 def build(out_dir: Path, fmt: str | None, seed: int) -> Path:

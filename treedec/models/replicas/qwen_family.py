@@ -1,5 +1,5 @@
 """What the Qwen2-VL, Qwen2.5-VL and Qwen3-VL replicas share: the tokenizer (the replicas'
-byte-level BPE with Qwen's special tokens), a chat template in the shape of Qwen's (one
+byte-level BPE split as Qwen's, with its special tokens), a chat template in the shape of Qwen's (one
 `<|im_start|>role\\n...<|im_end|>\\n` per turn, an image as
 `<|vision_start|><|image_pad|><|vision_end|>`; Qwen2/2.5-VL add the default system turn),
 the PIL image processor, a generation_config as the instruct checkpoints ship it, and
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from treedec.models.replicas.bpe import train_bpe
+from treedec.models.bpe_tokenizer import QWEN_PATTERN
+from treedec.models.replicas.common import format_tokens, train_bpe
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
            "<|image_pad|>", "<|video_pad|>")
@@ -30,11 +31,9 @@ def chat_template(default_system: bool) -> str:
             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def tokenizer(fmt: str | None, default_system: bool):
-    hf = train_bpe(SPECIAL, fmt)
-    hf.eos_token, hf.pad_token = "<|im_end|>", "<|endoftext|>"
-    hf.chat_template = chat_template(default_system)
-    return hf
+def tokenizer(model_type: str, fmt: str | None, default_system: bool):
+    return train_bpe([*SPECIAL, *format_tokens(model_type, None, fmt)], split=QWEN_PATTERN,
+                     chat_template=chat_template(default_system), eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 
 def ids(hf) -> dict:
