@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
 from treedec.models.bpe_tokenizer import QWEN_PATTERN
-from treedec.models.replicas.common import format_tokens, train_bpe
+from treedec.models.replicas.common import format_tokens, padded_vocab, random_model, train_bpe
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
            "<|image_pad|>", "<|video_pad|>")
@@ -37,9 +35,9 @@ def tokenizer(model_type: str, fmt: str | None, default_system: bool):
 
 
 def ids(hf) -> dict:
-    """The config's token ids and the vocabulary (rounded up to 64, as real checkpoints pad it)."""
+    """The config's token ids and the vocabulary (padded, as real checkpoints pad it)."""
     v = hf.get_vocab()
-    return dict(vocab=len(hf) + (-len(hf)) % 64, image=v["<|image_pad|>"], video=v["<|video_pad|>"],
+    return dict(vocab=padded_vocab(hf), image=v["<|image_pad|>"], video=v["<|video_pad|>"],
                 start=v["<|vision_start|>"], end=v["<|vision_end|>"], pad=v["<|endoftext|>"], eos=v["<|im_end|>"])
 
 
@@ -56,8 +54,7 @@ def save(out: Path, model_cls, config, hf, patch: int, seed: int) -> Path:
     pages of at most 128 x 128 px) and generation_config.json into `out`."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    torch.manual_seed(seed)
-    model_cls(config).save_pretrained(out)
+    random_model(model_cls, config, seed).save_pretrained(out)
     hf.save_pretrained(out)
     cell = patch * 2
     Qwen2VLImageProcessorPil(size={"shortest_edge": cell * cell, "longest_edge": 128 * 128}, patch_size=patch,
