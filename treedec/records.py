@@ -32,7 +32,9 @@ class PageRecord:
     gt: Page | None = None
     flags: list[str] = field(default_factory=list)  # what reading the sample found, the runtime's cuts, the repairs
     stage_figures: dict[str, Any] = field(default_factory=dict)  # of the stages around the decode (HSD's stage 1)
-    root_io: dict[str, Any] = field(default_factory=dict, repr=False)  # the root stream as fed and generated: root_io()
+    # figures the record carries itself: a decoded page's root stream as fed and generated (root_io),
+    # an earlier sitting's page the figures it wrote then (treedec.resume)
+    kept: dict[str, Any] = field(default_factory=dict, repr=False)
 
     steps = _decoded("steps", 0)
     generated = _decoded("generated", 0)
@@ -49,9 +51,9 @@ class PageRecord:
 
     @property
     def extra(self) -> dict[str, Any]:
-        """The page's figures besides the decoding's own: its stages', its root stream's input and
-        output (`root_io`), then its runtime's (vLLM: prefix cache)."""
-        return {**self.stage_figures, **self.root_io, **(self.decoding.extra if self.decoding else {})}
+        """The page's figures besides the decoding's own: its stages', those it keeps (`kept`), then
+        its runtime's (vLLM: prefix cache)."""
+        return {**self.stage_figures, **self.kept, **(self.decoding.extra if self.decoding else {})}
 
     @property
     def accepted_per_step(self) -> float:
@@ -135,7 +137,7 @@ def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:
     parsed = parse_output(text, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags,
-                      root_io=root_io(r, strategy))
+                      kept=root_io(r, strategy))
 
 
 def root_io(r: PageDecoding, strategy: Strategy) -> dict[str, Any]:
