@@ -4,6 +4,7 @@ reads the real checkpoints: each family's prompt as its processor writes it, eve
 `output_ids` exactly transformers' own greedy `generate` on the page's `prompt_ids` and
 the image processor's features, `check` agreeing (and able to disagree), the default
 strategies running, and HSD lossless with drafts accepted."""
+import inspect
 import json
 from dataclasses import replace
 import subprocess
@@ -132,7 +133,8 @@ def test_output_ids_are_transformers_generate(replica, kind):
         rec["output_ids"])
     ids = torch.tensor([rec["prompt_ids"]])
     extra = vlm.family.generate_inputs(ids, vlm.image_inputs(sample.image), vlm.tokenizer.image_id)
-    assert ("mm_token_type_ids" in extra) == kind.startswith("qwen")
+    # mm_token_type_ids (1 at image tokens) given exactly where transformers' model takes them (M-RoPE's families)
+    assert ("mm_token_type_ids" in extra) == ("mm_token_type_ids" in inspect.signature(vlm.model.forward).parameters)
     out = vlm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **extra, max_new_tokens=40,
                              do_sample=False, eos_token_id=list(vlm.tokenizer.eos_ids), pad_token_id=vlm.tokenizer.pad_id)
     assert out[0, ids.shape[1]:].tolist() == rec["output_ids"] and len(rec["output_ids"]) > 5

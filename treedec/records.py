@@ -31,6 +31,9 @@ class PageRecord:
     gt: Page | None = None
     flags: list[str] = field(default_factory=list)  # what reading the sample found, the runtime's cuts, the repairs
     stage_figures: dict[str, Any] = field(default_factory=dict)  # of the stages around the decode (HSD's stage 1)
+    # figures the record carries itself: a decoded page's root stream as fed and generated (root_io),
+    # an earlier sitting's page the figures it wrote then (treedec.resume)
+    kept: dict[str, Any] = field(default_factory=dict, repr=False)
 
     steps = _decoded("steps", 0)
     generated = _decoded("generated", 0)
@@ -47,8 +50,9 @@ class PageRecord:
 
     @property
     def extra(self) -> dict[str, Any]:
-        """The page's figures besides the decoding's own: its stages', then its runtime's (vLLM: prefix cache)."""
-        return {**self.stage_figures, **(self.decoding.extra if self.decoding else {})}
+        """The page's figures besides the decoding's own: its stages', those it keeps (`kept`), then
+        its runtime's (vLLM: prefix cache)."""
+        return {**self.stage_figures, **self.kept, **(self.decoding.extra if self.decoding else {})}
 
     @property
     def accepted_per_step(self) -> float:
@@ -131,7 +135,7 @@ def page_record(r: PageDecoding, strategy: Strategy) -> PageRecord:
     text, parsed = strategy.parse(r.graph, width, height, image_path=sample.name)
     flags = sample_flags(sample) + list(r.flags) + [f"repaired: {x}" for x in parsed.repairs]
     return PageRecord(sample.name, parsed.page, text, decoding=r, gt=sample.page, flags=flags,
-                      stage_figures=root_io(r, strategy))
+                      kept=root_io(r, strategy))
 
 
 def root_io(r: PageDecoding, strategy: Strategy) -> dict[str, Any]:

@@ -183,7 +183,7 @@ class Sitting:
         figures = json.loads((pages / f"{name}.json").read_text(encoding="utf-8"))
         # not decoded in this sitting (no decoding): its figures are the ones written then
         return PageRecord(name, page, "", gt=gt, flags=list(figures.get("flags") or []),
-                          stage_figures={k: v for k, v in figures.items() if k not in ("name", "flags")})
+                          kept={k: v for k, v in figures.items() if k not in ("name", "flags")})
 
     def figures(self, decoded: int) -> dict[str, Any]:
         """summary.json's keys about the sittings."""

@@ -158,7 +158,7 @@ class CheckpointVLM:
                                   require=fmt == "treedec", eos_ids=end_ids(d))
         device = model_device(device)
         try:
-            images = pil_image_processor(d, config.model_type)
+            images = pil_image_processor(d)
             model = getattr(transformers, family.model_class).from_pretrained(
                 d, attn_implementation=attn, dtype="auto" if device.type == "cuda" else torch.float32)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
@@ -166,25 +166,16 @@ class CheckpointVLM:
         return cls(model.to(device).eval(), tok, images, chat_template(d, hf_tok), d, mode_prompts(d), family, fmt)
 
 
-def pil_image_processor(d: Path, model_type: str):
+def pil_image_processor(d: Path):
     """The checkpoint's image processor, its PIL backend (PyPI's torchvision breaks beside CPU
-    torch): `AutoImageProcessor`'s, else the family's PIL class itself, named after
-    preprocessor_config.json's `image_processor_type` (HunYuan-VL's declares torchvision,
-    which it does not use, so the Auto classes refuse it)."""
-    import importlib
-
+    torch), by `AutoImageProcessor` once the PIL classes transformers wrongly gates on
+    torchvision are registered (`use_pil_image_processors`: HunYuan-VL's)."""
     from transformers import AutoImageProcessor
 
-    try:
-        return AutoImageProcessor.from_pretrained(d, backend="pil")
-    except (ImportError, ValueError):
-        f = d / "preprocessor_config.json"
-        name = json.loads(f.read_text()).get("image_processor_type", "") if f.is_file() else ""
-        module = importlib.import_module(f"transformers.models.{model_type}.image_processing_pil_{model_type}")
-        cls = getattr(module, name.removesuffix("Fast").removesuffix("Pil") + "Pil", None)
-        if cls is None:
-            raise
-        return cls.from_pretrained(d)
+    from treedec.models.pil_processors import use_pil_image_processors
+
+    use_pil_image_processors()
+    return AutoImageProcessor.from_pretrained(d, backend="pil")
 
 
 PROMPTS = "treedec_prompts.json"  # beside a checkpoint's weights: {mode: prompt text}

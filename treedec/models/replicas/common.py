@@ -25,7 +25,7 @@ Page 17 of 240. Contact: office@example.org, +1 555 0100.
 PAD_TO = 64  # vocabularies padded to a multiple of this, as real checkpoints pad theirs
 
 
-def format_tokens(model_type: str, own: str, fmt: str | None) -> tuple[str, ...]:
+def format_tokens(model_type: str, own: str | None, fmt: str | None) -> tuple[str, ...]:
     """The tokens a replica adds for format `fmt`: none for its family's own (`own`, or None),
     treedec's control, category and prompt-mode tokens for `treedec`; any other is one line."""
     from treedec.errors import UserError
@@ -36,18 +36,23 @@ def format_tokens(model_type: str, own: str, fmt: str | None) -> tuple[str, ...]
         return ()
     if fmt == "treedec":
         return (*CONTROL, *CATEGORY_TOKENS, *MODES.values())
-    raise UserError(f"a {model_type} replica writes format {own} or treedec, not {fmt!r}")
+    raise UserError(f"a {model_type} replica writes format {own or 'its own'} or treedec, not {fmt!r}")
 
 
-def train_bpe(specials: list[str], vocab_size: int = 384, chat_template: str | None = None, **named: str):
+def train_bpe(specials, vocab_size: int = 384, chat_template: str | None = None, split: str | None = None,
+              **named: str):
     """A `PreTrainedTokenizerFast`: byte-level BPE of `vocab_size` trained on `CORPUS`, then
-    `specials` added as special tokens (ids after the BPE's, in order); `named`: its
-    bos/eos/pad/... tokens and any extra named token (e.g. `image_token="<image>"`)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    `specials` added as special tokens (ids after the BPE's, in order); `split`: a regex the
+    text is split on before the byte-level step (e.g. Qwen's pattern: single digits), else the
+    byte-level's own; `named`: its bos/eos/pad/... tokens and any extra named token
+    (e.g. `image_token="<image>"`)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (pre_tokenizers.ByteLevel(add_prefix_space=False) if split is None else
+                         pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

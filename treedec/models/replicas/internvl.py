@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
-from treedec.models.replicas.bpe import train_bpe
+from treedec.models.bpe_tokenizer import QWEN_PATTERN
+from treedec.models.replicas.common import format_tokens, padded_vocab, random_model, train_bpe
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>")
 NAMED = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
@@ -24,13 +23,8 @@ TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
 
 
 def tokenizer(fmt: str | None):
-    from transformers import PreTrainedTokenizerFast
-
-    base = train_bpe(SPECIAL, fmt)
-    hf = PreTrainedTokenizerFast(tokenizer_object=base.backend_tokenizer, eos_token="<|im_end|>",
-                                 pad_token="<|endoftext|>", extra_special_tokens=NAMED)
-    hf.chat_template = TEMPLATE
-    return hf
+    return train_bpe([*SPECIAL, *format_tokens("internvl", None, fmt)], split=QWEN_PATTERN,
+                     chat_template=TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>", **NAMED)
 
 
 def build(out_dir: Path, fmt: str | None, seed: int) -> Path:
@@ -40,7 +34,7 @@ def build(out_dir: Path, fmt: str | None, seed: int) -> Path:
     hf = tokenizer(fmt)
     v = hf.get_vocab()
     pad, eos = v["<|endoftext|>"], v["<|im_end|>"]
-    text = dict(model_type="qwen2", vocab_size=len(hf) + (-len(hf)) % 64, hidden_size=64, intermediate_size=128,
+    text = dict(model_type="qwen2", vocab_size=padded_vocab(hf), hidden_size=64, intermediate_size=128,
                 num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, pad_token_id=pad, bos_token_id=pad,
                 eos_token_id=eos, initializer_range=0.2)
@@ -48,8 +42,7 @@ def build(out_dir: Path, fmt: str | None, seed: int) -> Path:
                   image_size=[32, 32], patch_size=[8, 8], initializer_range=0.2)
     cfg = InternVLConfig(vision_config=vision, text_config=text, image_token_id=v["<IMG_CONTEXT>"],
                          image_seq_length=4, downsample_ratio=0.5, tie_word_embeddings=False)
-    torch.manual_seed(seed)
-    InternVLForConditionalGeneration(cfg).save_pretrained(out_dir)
+    random_model(InternVLForConditionalGeneration, cfg, seed).save_pretrained(out_dir)
     hf.save_pretrained(out_dir)
     GotOcr2ImageProcessorPil(size={"height": 32, "width": 32}, max_patches=6, image_mean=[0.5] * 3,
                              image_std=[0.5] * 3).save_pretrained(out_dir)

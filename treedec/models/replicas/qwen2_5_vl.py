@@ -10,7 +10,7 @@ from treedec.models.replicas import qwen_family as q
 def build(out_dir: Path, fmt: str | None, seed: int) -> Path:
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    hf = q.tokenizer(fmt, default_system=True)
+    hf = q.tokenizer("qwen2_5_vl", fmt, default_system=True)
     t = q.ids(hf)
     vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,
                   window_size=56, fullatt_block_indexes=[1], spatial_merge_size=2, temporal_patch_size=2,

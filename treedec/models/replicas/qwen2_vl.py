@@ -9,7 +9,7 @@ from treedec.models.replicas import qwen_family as q
 def build(out_dir: Path, fmt: str | None, seed: int) -> Path:
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
-    hf = q.tokenizer(fmt, default_system=True)
+    hf = q.tokenizer("qwen2_vl", fmt, default_system=True)
     t = q.ids(hf)
     vision = dict(depth=2, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, patch_size=14,
                   spatial_merge_size=2, temporal_patch_size=2, initializer_range=0.2)

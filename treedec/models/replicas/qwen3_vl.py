@@ -10,7 +10,7 @@ from treedec.models.replicas import qwen_family as q
 def build(out_dir: Path, fmt: str | None, seed: int) -> Path:
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    hf = q.tokenizer(fmt, default_system=False)
+    hf = q.tokenizer("qwen3_vl", fmt, default_system=False)
     t = q.ids(hf)
     vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16, spatial_merge_size=2,
                   temporal_patch_size=2, out_hidden_size=64, num_position_embeddings=64,

@@ -1,5 +1,5 @@
 """What the Qwen2-VL, Qwen2.5-VL and Qwen3-VL replicas share: the tokenizer (the replicas'
-byte-level BPE with Qwen's special tokens), a chat template in the shape of Qwen's (one
+byte-level BPE split as Qwen's, with its special tokens), a chat template in the shape of Qwen's (one
 `<|im_start|>role\\n...<|im_end|>\\n` per turn, an image as
 `<|vision_start|><|image_pad|><|vision_end|>`; Qwen2/2.5-VL add the default system turn),
 the PIL image processor, a generation_config as the instruct checkpoints ship it, and
@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
-from treedec.models.replicas.bpe import train_bpe
+from treedec.models.bpe_tokenizer import QWEN_PATTERN
+from treedec.models.replicas.common import format_tokens, padded_vocab, random_model, train_bpe
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
            "<|image_pad|>", "<|video_pad|>")
@@ -30,17 +29,15 @@ def chat_template(default_system: bool) -> str:
             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def tokenizer(fmt: str | None, default_system: bool):
-    hf = train_bpe(SPECIAL, fmt)
-    hf.eos_token, hf.pad_token = "<|im_end|>", "<|endoftext|>"
-    hf.chat_template = chat_template(default_system)
-    return hf
+def tokenizer(model_type: str, fmt: str | None, default_system: bool):
+    return train_bpe([*SPECIAL, *format_tokens(model_type, None, fmt)], split=QWEN_PATTERN,
+                     chat_template=chat_template(default_system), eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 
 def ids(hf) -> dict:
-    """The config's token ids and the vocabulary (rounded up to 64, as real checkpoints pad it)."""
+    """The config's token ids and the vocabulary (padded, as real checkpoints pad it)."""
     v = hf.get_vocab()
-    return dict(vocab=len(hf) + (-len(hf)) % 64, image=v["<|image_pad|>"], video=v["<|video_pad|>"],
+    return dict(vocab=padded_vocab(hf), image=v["<|image_pad|>"], video=v["<|video_pad|>"],
                 start=v["<|vision_start|>"], end=v["<|vision_end|>"], pad=v["<|endoftext|>"], eos=v["<|im_end|>"])
 
 
@@ -57,8 +54,7 @@ def save(out: Path, model_cls, config, hf, patch: int, seed: int) -> Path:
     pages of at most 128 x 128 px) and generation_config.json into `out`."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    torch.manual_seed(seed)
-    model_cls(config).save_pretrained(out)
+    random_model(model_cls, config, seed).save_pretrained(out)
     hf.save_pretrained(out)
     cell = patch * 2
     Qwen2VLImageProcessorPil(size={"shortest_edge": cell * cell, "longest_edge": 128 * 128}, patch_size=patch,
