@@ -1,7 +1,6 @@
 """The package's shape as the house asks it (issue 53): no function in treedec/ over 60 lines and
 no file over 600, read with ast; the checker is checked on a made-up module so the test can fail."""
 import ast
-from pathlib import Path
 
 from conftest import ROOT
 
