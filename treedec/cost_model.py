@@ -152,6 +152,15 @@ def step_share(log: PassLog, buckets) -> float | None:
     return sum(v for b, v in log.by_rows_forward_cpu_s.items() if str(b) in chosen) / total if total else None
 
 
+def probe_blocked(adapter, pages: int, dense_waste: float, blocked: bool | None = None) -> bool:
+    """Whether a probe step of `pages` pages takes page-blocked attention, by the engine's rule: never
+    for one page (the dense mask is its block) or a model without it (`supports_blocks`); else
+    `blocked`, or (None) once there are more pages than `dense_waste`."""
+    if pages <= 1 or not adapter.supports_blocks:
+        return False
+    return pages > dense_waste if blocked is None else bool(blocked)
+
+
 def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, blocked: bool | None = None):
     """(one step as a callable, attention elements it hands to the kernels): `pages` pages of
     `keys` KV slots each, `rows` rows in all, page-blocked attention
@@ -185,8 +194,7 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
     ids = torch.randint(10, cfg.vocab_size, (n,))
     pos = torch.cat([torch.arange(keys, keys + r) for r in per])
     keep = torch.arange(n)
-    blocked = (pages > 1 and pages > dense_waste) if blocked is None else (blocked and pages > 1)
-    blocked = blocked and adapter.supports_blocks  # a model without page-blocked attention steps dense, as the engine does
+    blocked = probe_blocked(adapter, pages, dense_waste, blocked)
     batch = page_batch(spans, slots, base) if blocked else None
     mask = None if blocked else dense_mask(spans, base, n)
 
@@ -239,8 +247,7 @@ class _Probes:
         """A step of `rows` rows over `pages` pages, `keys` attention elements a row (a dense step's
         span the arena (every page), a blocked step's its page); `blocked`: None for the engine's rule."""
         P = max(1, min(self.pages, round(pages), round(rows)))
-        blocked = (P > self.dense_waste if blocked is None else blocked) and P > 1  # one page: dense is its block
-        blocked = blocked and self.adapter.supports_blocks  # the engine's rule: such a model's steps are all dense
+        blocked = probe_blocked(self.adapter, P, self.dense_waste, blocked)
         r, k = max(P, round(rows)), max(8, round(keys / (1 if blocked else P)))
 
         def make(P=P, r=r, k=k, blocked=blocked):
