@@ -35,16 +35,18 @@ class ForcedTree(LogitsProcessor):
     `<CHILD>`): the model's own choice among letters, `<eos>`/next block after
     `lengths[k]` tokens for block k. `boxes` (one text per block, e.g. "[62,62,938,375]"):
     block k's box written as given instead of `d d d`, so the output parses as a page. `tok`:
-    the model's tokenizer (a VLM's has other ids than `TOK`)."""
+    the model's tokenizer (a VLM's has other ids than `TOK`). `category`: the category token
+    after `<BLOCK>`; None for a format that writes the category as a word (HPD-Parsing's: then
+    each of `boxes` is the whole head, e.g. "text [62,62,938,375]")."""
 
     def __init__(self, prompt_len: int, blocks: int, lengths: list[int], fork: bool = True,
-                 boxes: list[str] | None = None, tok: Tokenizer = TOK):
+                 boxes: list[str] | None = None, tok: Tokenizer = TOK, category: str | None = "<|text_block|>"):
         self.prompt_len, self.blocks, self.lengths, self.fork = prompt_len, blocks, lengths, fork
         self.tok, self.any = tok, list(range(len(tok)))
         v = tok.vocab
         self.digits = [v[c] for c in "0123456789"]
         self.letters = [v[c] for c in "abcdefghij"]
-        self.cat = v["<|text_block|>"]
+        self.cat = [[v[category]]] if category else []
         self.boxes = [[[t] for t in tok.encode(b)] for b in boxes] if boxes else None
 
     def _plan(self, gen: list[int]) -> list[int] | None:
@@ -66,7 +68,7 @@ class ForcedTree(LogitsProcessor):
         if self.boxes and blocks_done > len(self.boxes):
             return self.any  # off-plan: a rejected draft node's extra block
         box = self.boxes[blocks_done - 1] if self.boxes else [self.digits] * 3
-        plan = [[self.cat], *box, [self.tok.fork_id if self.fork else self.tok.child_id]]
+        plan = [*self.cat, *box, [self.tok.fork_id if self.fork else self.tok.child_id]]
         j = len(gen) - last_block
         return plan[j - 1] if j <= len(plan) else self.any
 

@@ -17,7 +17,6 @@ from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.draft import StreamState
 from treedec.models.mtp_head import MTPConfig, save_head
 from treedec.models.tied_weights import base_hash
-from treedec.serialize import parse_flat
 from treedec.strategies.base import Strategy
 from treedec.training.mtp import IGNORE, Rows, train_head
 
@@ -67,7 +66,7 @@ def own_drafts(samples, plain: dict[str, PageDecoding], strategy: Strategy):
     out = []
     for s in samples:
         s = copy.copy(s)
-        own = parse_flat(strategy.flat_text(plain[s.name].graph), *s.image.size).page
+        own = strategy.format.parse(strategy.flat_text(plain[s.name].graph), *s.image.size).page
         assert own.blocks and all(b.content for b in own.blocks), strategy.flat_text(plain[s.name].graph)
         s.page = corrupted(own)
         out.append(s)

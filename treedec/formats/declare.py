@@ -31,7 +31,8 @@ def declare_format(directory: str | Path, name: str) -> Path:
 def model_format(model_cfg, vlm) -> Format:
     """The format of the model a `model` config names and `vlm` is (`model.format`, its
     checkpoint's declaration, its tokens)."""
-    vocab = getattr(vlm.tokenizer, "vocab", {})
-    name = resolve_format(model_cfg.get("format"), declared_format(getattr(vlm, "directory", None)),
-                          BLOCK in vocab and FORK in vocab)
+    tok = vlm.tokenizer
+    vocab = getattr(tok, "vocab", {})
+    treedec_tokens = getattr(tok, "treedec_tokens", BLOCK in vocab and FORK in vocab)  # HPD-Parsing's <FORK> is no sign
+    name = resolve_format(model_cfg.get("format"), declared_format(getattr(vlm, "directory", None)), treedec_tokens)
     return get_format(name)

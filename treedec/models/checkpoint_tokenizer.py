@@ -25,8 +25,8 @@ class CheckpointTokenizer:
     With treedec's tokens (`treedec_tokens`: a fine-tune on treedec's format; `require`
     insists on them) its end is `<eos>` and `fork_id`, `block_id`, `child_id` are theirs;
     without, its end is the checkpoint's (`eos_ids`: generation_config's, all of them end a
-    stream) and asking for a fork token is a one-line error (no strategy forks in a format
-    without forks)."""
+    stream) and a fork token is the checkpoint's own where it is one added token (HPD-Parsing's
+    `<FORK>`, `<CHILD>`), else asking for it is a one-line error."""
 
     def __init__(self, hf, image_id: int, vocab_size: int | None = None, where: str = "the checkpoint",
                  require: bool = True, eos_ids: Iterable[int] = ()):
@@ -53,9 +53,13 @@ class CheckpointTokenizer:
         self.pad_id = hf.pad_token_id if hf.pad_token_id is not None else self.eos_id
 
     def _control(self, token: str) -> int:
-        if not self.treedec_tokens:
-            raise UserError(f"the tokenizer of {self.where} has no treedec tokens ({token}): this strategy needs a "
-                            "checkpoint fine-tuned on treedec's format (try sequential or hsd)")
+        """The id of a fork-protocol token: treedec's, or one added token of a checkpoint whose own
+        format forks on it without the rest of treedec's tokens (HPD-Parsing's `<BLOCK>`,
+        `<FORK>`, `<CHILD>`)."""
+        if not (self.treedec_tokens or self.is_token(token)):
+            raise UserError(f"the tokenizer of {self.where} has no treedec tokens and no {token} token: this strategy "
+                            f"needs a checkpoint fine-tuned on a format that forks on {token} (treedec's or "
+                            "HPD-Parsing's; try sequential or hsd)")
         return self.vocab[token]
 
     fork_id = property(lambda self: self._control(FORK))

@@ -25,6 +25,7 @@ import torch
 from PIL import Image
 
 from treedec.errors import UserError
+from treedec.formats.declare import declared_format
 from treedec.models.adapter import CausalLMAdapter, Prompt, capture_hidden
 from treedec.models.checkpoint_tokenizer import CheckpointTokenizer
 from treedec.models.device import model_device
@@ -91,7 +92,7 @@ class CheckpointVLM:
 
     def has_prompt(self, mode: str) -> bool:
         tok = self.tokenizer
-        return has_instruction(mode, tok.treedec_tokens, tok.is_token, self.prompts)
+        return has_instruction(mode, tok.treedec_tokens, tok.is_token, self.prompts, self.format)
 
     def mode_prompt(self, mode: str) -> str:
         """What the user turn says after the image (`treedec.models.instructions.instruction`)."""
@@ -148,6 +149,7 @@ class CheckpointVLM:
         from transformers import AutoConfig, AutoTokenizer
 
         d = Path(directory)
+        fmt = fmt or declared_format(d)  # the format it is asked in: named, else the one it declares
         try:
             config = AutoConfig.from_pretrained(d)
             hf_tok = AutoTokenizer.from_pretrained(d)

@@ -3,7 +3,9 @@
 `build(out_dir: Path, fmt: str | None, seed: int) -> Path`: a checkpoint folder (config,
 random weights, a real-style tokenizer with the family's chat template, the family's image
 processor config) that `treedec.models.loader.load_model` reads as it reads the real one.
-`fmt="treedec"` adds treedec's tokens and prompt modes; None is the family's plain model.
+`fmt="treedec"` adds treedec's tokens and prompt modes; `fmt="hpd"` HPD-Parsing's three tokens
+(`<BLOCK>`, `<FORK>`, `<CHILD>`) and a `treedec_format.json` naming `hpd` (its prompts are the
+format's); None is the family's plain model.
 `python -m treedec tiny model_type=NAME [format=NAME] out=DIR` builds one."""
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import importlib.util
 from pathlib import Path
 
 from treedec.errors import UserError
+from treedec.formats.declare import declare_format
 
 # every model_type a replica is planned for; a module not (yet) in this checkout is refused by name
 REPLICAS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "idefics3", "paddleocr_vl", "hunyuan_vl")
@@ -29,4 +32,7 @@ def build_replica(model_type: str, out_dir: str | Path, fmt: str | None = None, 
     module = importlib.import_module(f"{__name__}.{model_type}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return module.build(out, fmt, seed)
+    path = module.build(out, fmt, seed)
+    if fmt not in (None, "treedec"):  # a checkpoint with another format's tokens says which (as a fine-tune would)
+        declare_format(path, fmt)
+    return path

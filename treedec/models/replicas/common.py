@@ -25,9 +25,18 @@ Page 17 of 240. Contact: office@example.org, +1 555 0100.
 PAD_TO = 64  # vocabularies padded to a multiple of this, as real checkpoints pad theirs
 
 
-def format_tokens(model_type: str, own: str | None, fmt: str | None) -> tuple[str, ...]:
+# HPD-Parsing's fork protocol: its only added tokens (categories are words, prompts are text). Added as
+# plain (non-special) tokens: the text its vLLM build returns with vLLM's default skip_special_tokens
+# shows <BLOCK> and <CHILD> (PaddleOCR's HPD-Parsing page); its tokenizer files were not readable here.
+HPD_TOKENS = ("<BLOCK>", "<FORK>", "<CHILD>")
+
+
+def format_tokens(model_type: str, own: str | None, fmt: str | None) -> tuple:
     """The tokens a replica adds for format `fmt`: none for its family's own (`own`, or None),
-    treedec's control, category and prompt-mode tokens for `treedec`; any other is one line."""
+    treedec's control, category and prompt-mode tokens for `treedec`, HPD-Parsing's three for
+    `hpd` (as `AddedToken`s that are not special); any other is one line."""
+    from tokenizers import AddedToken
+
     from treedec.errors import UserError
     from treedec.models.vlm import MODES
     from treedec.serialize import CATEGORY_TOKENS, CONTROL
@@ -36,13 +45,16 @@ def format_tokens(model_type: str, own: str | None, fmt: str | None) -> tuple[st
         return ()
     if fmt == "treedec":
         return (*CONTROL, *CATEGORY_TOKENS, *MODES.values())
-    raise UserError(f"a {model_type} replica writes format {own or 'its own'} or treedec, not {fmt!r}")
+    if fmt == "hpd":
+        return tuple(AddedToken(t, special=False, normalized=False) for t in HPD_TOKENS)
+    raise UserError(f"a {model_type} replica writes format {own or 'its own'}, treedec or hpd, not {fmt!r}")
 
 
 def train_bpe(specials, vocab_size: int = 384, chat_template: str | None = None, split: str | None = None,
               **named: str):
     """A `PreTrainedTokenizerFast`: byte-level BPE of `vocab_size` trained on `CORPUS`, then
-    `specials` added as special tokens (ids after the BPE's, in order); `split`: a regex the
+    `specials` added as special tokens (ids after the BPE's, in order; an `AddedToken` that is
+    not special is added as a plain added token, after them); `split`: a regex the
     text is split on before the byte-level step (e.g. Qwen's pattern: single digits), else the
     byte-level's own; `named`: its bos/eos/pad/... tokens and any extra named token
     (e.g. `image_token="<image>"`)."""
@@ -61,7 +73,9 @@ def train_bpe(specials, vocab_size: int = 384, chat_template: str | None = None,
     extra = {k: v for k, v in named.items() if k not in standard}
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, chat_template=chat_template, **standard,
                                    extra_special_tokens=extra or None)
-    fast.add_special_tokens({"additional_special_tokens": list(dict.fromkeys(specials))})
+    plain = [t for t in specials if getattr(t, "special", True) is False]
+    fast.add_special_tokens({"additional_special_tokens": list(dict.fromkeys(t for t in specials if t not in plain))})
+    fast.add_tokens(plain)
     return fast
 
 
