@@ -21,7 +21,8 @@ COMMANDS = {
     "draft": "the pipeline drafter alone: each page's draft as OmniDocBench JSON (for strategy.drafts=DIR), CPU-s per page",
     "compare": "one table (Markdown + HTML with plots) across the jobs of sweeps: runs=DIR or runs=[A,B]",
     "list": "list commands, config groups and their options",
-    "tiny": "a tiny random replica of a real VLM architecture: model_type=NAME [format=treedec] out=DIR",
+    "tiny": "a tiny random replica of a real VLM architecture: model_type=NAME [format=treedec|hpd] out=DIR",
+    "convert": "an internvl_chat checkpoint (HPD-Parsing's layout) as transformers' internvl: src=DIR out=DIR [format=hpd]",
     "check": "decode a few pages with treedec and with transformers' generate; exit 1 where they diverge",
 }
 

@@ -24,8 +24,10 @@ def load_model(directory: str | Path, attn: str = "sdpa", fmt: str | None = None
     d = Path(directory)
     kind = model_type(d)
     if kind not in MODEL_TYPES:
+        hint = " (InternVL's remote-code layout: `python -m treedec convert src=DIR out=NEW` writes it as internvl)" \
+            if kind == "internvl_chat" else ""
         raise UserError(f"unsupported model_type {kind!r} in {d / 'config.json'}; supported: "
-                        f"{', '.join(MODEL_TYPES)}")
+                        f"{', '.join(MODEL_TYPES)}{hint}")
     if kind == "idefics3" and (d / "treedec.json").is_file():
         return VLM.load(d, attn=attn)
     return MODEL_TYPES[kind].load(d, attn=attn, fmt=fmt)
