@@ -28,16 +28,17 @@ D, I, P, S, LAYERS, H = 32, 64, 8, 32, 2, 64  # ViT width, MLP, patch, tile; LM 
 
 def vision_tensors(g) -> dict:
     """InternViT's and the projector's tensors in InternVL's own names (its remote code), random."""
-    t = {"vision_model.embeddings.class_embedding": (1, 1, D), "vision_model.embeddings.patch_embedding.weight": (D, 3, P, P),
-         "vision_model.embeddings.patch_embedding.bias": (D,),
-         "vision_model.embeddings.position_embedding": (1, (S // P) ** 2 + 1, D),
+    e = "vision_model.embeddings."
+    t = {e + "class_embedding": (1, 1, D), e + "patch_embedding.weight": (D, 3, P, P), e + "patch_embedding.bias": (D,),
+         e + "position_embedding": (1, (S // P) ** 2 + 1, D),
          "mlp1.0.weight": (4 * D,), "mlp1.0.bias": (4 * D,), "mlp1.1.weight": (H, 4 * D), "mlp1.1.bias": (H,),
          "mlp1.3.weight": (H, H), "mlp1.3.bias": (H,)}
     for i in range(LAYERS):
         p = f"vision_model.encoder.layers.{i}."
         t |= {p + "attn.qkv.weight": (3 * D, D), p + "attn.qkv.bias": (3 * D,), p + "attn.proj.weight": (D, D),
-              p + "attn.proj.bias": (D,), p + "ls1": (D,), p + "ls2": (D,), p + "norm1.weight": (D,), p + "norm1.bias": (D,),
-              p + "norm2.weight": (D,), p + "norm2.bias": (D,), p + "mlp.fc1.weight": (I, D), p + "mlp.fc1.bias": (I,),
+              p + "attn.proj.bias": (D,), p + "ls1": (D,), p + "ls2": (D,), p + "norm1.weight": (D,),
+              p + "norm1.bias": (D,), p + "norm2.weight": (D,), p + "norm2.bias": (D,), p + "mlp.fc1.weight": (I, D),
+              p + "mlp.fc1.bias": (I,),
               p + "mlp.fc2.weight": (D, I), p + "mlp.fc2.bias": (D,)}
     return {k: torch.randn(shape, generator=g) for k, shape in t.items()}
 
@@ -94,15 +95,15 @@ def test_every_source_tensor_lands_equal_at_its_new_name(chat_checkpoint, conver
     assert len(out) == len(src) + 2 * 2 * LAYERS  # each qkv weight and bias: three tensors for one
     v = "vision_tower.encoder.layer.1."
     qkv = src["vision_model.encoder.layers.1.attn.qkv.weight"]
-    assert torch.equal(out[v + "attention.q_proj.weight"], qkv[:D]) and torch.equal(
-        out[v + "attention.k_proj.weight"], qkv[D:2 * D]) and torch.equal(out[v + "attention.v_proj.weight"], qkv[2 * D:])
-    same = {"vision_model.embeddings.class_embedding": "vision_tower.embeddings.cls_token",
-            "vision_model.embeddings.position_embedding": "vision_tower.embeddings.position_embeddings",
-            "vision_model.embeddings.patch_embedding.weight": "vision_tower.embeddings.patch_embeddings.projection.weight",
-            "vision_model.encoder.layers.1.ls2": v + "lambda_2", "vision_model.encoder.layers.1.norm1.bias": v + "layernorm_before.bias",
-            "vision_model.encoder.layers.1.attn.proj.weight": v + "attention.projection_layer.weight",
-            "vision_model.encoder.layers.1.mlp.fc2.weight": v + "mlp.fc2.weight",
-            "mlp1.0.weight": "multi_modal_projector.layer_norm.weight", "mlp1.3.bias": "multi_modal_projector.linear_2.bias",
+    for i, part in enumerate(("q_proj", "k_proj", "v_proj")):
+        assert torch.equal(out[v + f"attention.{part}.weight"], qkv[i * D:(i + 1) * D]), part
+    e, o, w = "vision_model.embeddings.", "vision_tower.embeddings.", "vision_model.encoder.layers.1."
+    same = {e + "class_embedding": o + "cls_token", e + "position_embedding": o + "position_embeddings",
+            e + "patch_embedding.weight": o + "patch_embeddings.projection.weight", w + "ls2": v + "lambda_2",
+            w + "norm1.bias": v + "layernorm_before.bias",
+            w + "attn.proj.weight": v + "attention.projection_layer.weight",
+            w + "mlp.fc2.weight": v + "mlp.fc2.weight", "mlp1.0.weight": "multi_modal_projector.layer_norm.weight",
+            "mlp1.3.bias": "multi_modal_projector.linear_2.bias",
             "language_model.lm_head.weight": "language_model.lm_head.weight"}
     for old, new in same.items():
         assert torch.equal(out[new], src[old]), (old, new)
@@ -114,7 +115,8 @@ def test_treedec_loads_it_as_hpd_with_hpds_tokens(converted):
     vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": str(converted)}))
     tok = vlm.tokenizer
     assert all(tok.is_token(t) for t in HPD_TOKENS) and not tok.treedec_tokens and tok.fork_id == tok.vocab["<FORK>"]
-    assert vlm.prompt_text("tree").endswith("<IMG_CONTEXT>\ndocument parsing with fork.<|im_end|>\n<|im_start|>assistant\n")
+    assert vlm.prompt_text("tree").endswith(
+        "<IMG_CONTEXT>\ndocument parsing with fork.<|im_end|>\n<|im_start|>assistant\n")
     assert vlm.model.config.image_token_id == tok.image_id == tok.vocab["<IMG_CONTEXT>"]
 
 
@@ -125,11 +127,12 @@ def test_what_it_cannot_convert_is_one_line(chat_checkpoint, tmp_path):
     bad.mkdir()
     for f in src.iterdir():
         (bad / f.name).write_bytes(f.read_bytes())
-    (bad / "config.json").write_text(json.dumps({**cfg, "llm_config": {**cfg["llm_config"], "model_type": "internlm2"}}))
+    llm = {**cfg["llm_config"], "model_type": "internlm2"}
+    (bad / "config.json").write_text(json.dumps({**cfg, "llm_config": llm}))
     with pytest.raises(UserError, match="only qwen2, qwen3 are converted"):
         convert_internvl_chat(bad, tmp_path / "o")
     with pytest.raises(UserError, match=r"unsupported model_type 'internvl_chat'.*python -m treedec convert src=DIR"):
         load_vlm(OmegaConf.create({"name": "tiny", "path": str(src)}))  # unconverted: loading says how
-    r = subprocess.run([sys.executable, "-m", "treedec", "convert", f"src={tmp_path / 'none'}", f"out={tmp_path / 'o2'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "treedec", "convert", f"src={tmp_path / 'none'}",
+                        f"out={tmp_path / 'o2'}"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode != 0 and "is not a checkpoint folder" in r.stderr and "Traceback" not in r.stderr

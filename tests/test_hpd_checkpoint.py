@@ -93,7 +93,8 @@ def test_padoc_forks_on_hpds_token_and_each_stream_is_transformers_generate(vlm,
         extra = vlm.family.generate_inputs(torch.tensor([g[0].tokens[:g[0].prompt_len]]), vlm.image_inputs(s.image),
                                            tok.image_id)
         for st in g.streams:
-            context = g[0].tokens[:st.prompt_len] if st.parent is None else g[st.parent].tokens[:st.fork_at] + [tok.child_id]
+            context = (g[0].tokens[:st.prompt_len] if st.parent is None
+                       else g[st.parent].tokens[:st.fork_at] + [tok.child_id])
             ids = torch.tensor([context])
             out = vlm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **extra, max_new_tokens=128,
                                      do_sample=False, eos_token_id=list(tok.eos_ids), pad_token_id=tok.pad_id,
