@@ -51,7 +51,7 @@ from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.page_model import ServedPageModel
-from treedec.models.vlm import VLM
+from treedec.models.vlm import MODES, VLM
 from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.vllm_engine import Served, VLLMConfig, VLLMEngines
@@ -92,9 +92,10 @@ class VLLMRuntime:
         """The engine for treedec's VLM (a serving folder written for it) or for a real
         architecture's checkpoint (its own folder; `vllm_prompts.py`)."""
         if not isinstance(vlm, ServedPageModel):
-            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound
-            return self.engines.engine(folder, self._cfg(vlm, strategy),
-                                       len(text_prompt_ids(vlm, strategy.mode)) + IMAGE_TOKENS)
+            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound, the
+            # same for every prompt mode, so that a strategy's stages (crops: layout pass, crop reads) share one engine
+            text = max(len(text_prompt_ids(vlm, m)) for m in MODES if m == strategy.mode or vlm.has_prompt(m))
+            return self.engines.engine(folder, self._cfg(vlm, strategy), text + IMAGE_TOKENS)
         if vlm.spec.positions != "linear":  # vLLM's Idefics3 numbers every input position in one line
             raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
                             f"patches have {vlm.spec.positions} positions (treedec/models/planar_rope.py): "
@@ -103,6 +104,10 @@ class VLLMRuntime:
                                    len(vlm.prompt_ids(strategy.mode)))
 
     def check(self, vlm, strategy: Strategy) -> None:
+        if self.cfg.data_parallel_size > 1 and not isinstance(vlm, ServedPageModel):
+            raise UserError(f"runtime=vllm runs a checkpoint loaded by model_type ({type(vlm).__name__}) on one engine "
+                            "here (data_parallel_size=1): the data-parallel workers load treedec's own VLM; use "
+                            "tensor_parallel_size, or one run per share of the pages")
         if self.cfg.data_parallel_size > 1 and (strategy.before is not None or strategy.after is not None):
             raise UserError(f"strategy {strategy.name!r} runs stages of its own (treedec.stages) on one vLLM engine "
                             "here (data_parallel_size=1): the data-parallel workers rebuild a strategy by name")

@@ -48,14 +48,20 @@ def _missing(e: BaseException) -> str | None:
     return None
 
 
-def vllm_refusal(model_dir: Path) -> str | None:
+def vllm_refusal(model_dir: Path, tensor_parallel_size: int = 1) -> str | None:
     """Why vLLM cannot serve the checkpoint in `model_dir` here (one line), None when it can:
-    its architecture's vLLM module and its processor are built here, as the engine would."""
+    its architecture's vLLM module and its processor are built here, as the engine would; a
+    family that decodes as transformers does only with this module's mends runs in this
+    process alone (tensor-parallel workers are processes of their own, without them)."""
     import importlib
 
     from vllm.model_executor.models.registry import ModelRegistry
 
     kind, arch = _architecture(model_dir)
+    if kind in _MENDS and tensor_parallel_size > 1:
+        return (f"runtime=vllm serves model_type {kind} with tensor_parallel_size=1 only: vLLM 0.32 decodes it as "
+                "transformers does only with treedec's mends (treedec/runtimes/vllm_compat.py), made in this process, "
+                "which its tensor-parallel workers would not have")
     align_with_transformers(kind)
     entry = ModelRegistry.models.get(arch)
     if entry is None:  # vLLM may still serve it through its Transformers backend; its own error says if not
