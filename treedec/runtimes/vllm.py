@@ -51,7 +51,7 @@ from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.page_model import ServedPageModel
-from treedec.models.vlm import MODES, VLM
+from treedec.models.vlm import VLM
 from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.vllm_engine import Served, VLLMConfig, VLLMEngines
@@ -63,6 +63,7 @@ from treedec.strategies.base import Strategy
 __all__ = ["VLLMConfig", "VLLMRuntime", "parse_pages_vllm"]
 
 IMAGE_TOKENS = 1024  # a page's image tokens, for the engine's default token budget per step (runtime.max_num_batched_tokens)
+TEXT_ROUND = 256  # a checkpoint's prompt text, rounded up to a multiple of this for that budget
 
 
 class VLLMRuntime:
@@ -92,9 +93,10 @@ class VLLMRuntime:
         """The engine for treedec's VLM (a serving folder written for it) or for a real
         architecture's checkpoint (its own folder; `vllm_prompts.py`)."""
         if not isinstance(vlm, ServedPageModel):
-            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound, the
-            # same for every prompt mode, so that a strategy's stages (crops: layout pass, crop reads) share one engine
-            text = max(len(text_prompt_ids(vlm, m)) for m in MODES if m == strategy.mode or vlm.has_prompt(m))
+            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound, its
+            # text rounded up so that a strategy's stages (crops: layout pass, crop reads; modes' prompts of
+            # different lengths) share one engine
+            text = -(-len(text_prompt_ids(vlm, strategy.mode)) // TEXT_ROUND) * TEXT_ROUND
             return self.engines.engine(folder, self._cfg(vlm, strategy), text + IMAGE_TOKENS)
         if vlm.spec.positions != "linear":  # vLLM's Idefics3 numbers every input position in one line
             raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
