@@ -286,29 +286,29 @@ def tree_runs(request, tmp_path_factory):
 
 
 @pytest.mark.xdist_group("vllm")
-@pytest.mark.parametrize("strategy", ["padoc", "crops"])
-def test_padoc_and_crops_on_vllm_give_the_embedded_engines_ids(tree_runs, strategy):
+def test_padoc_and_crops_on_vllm_give_the_embedded_engines_ids(tree_runs):
     """Every stream of every page (and, for crops, of every crop's read), token id for token
     id, with the same steps, streams and flags; the layout forked (padoc: each branch a request
-    of its own, its prefix served from the cache) and its regions were read (crops)."""
+    of its own, its prefix served from the cache) and its regions were read (crops). One test
+    per family: its runs are made once, on one worker."""
     family, runs = tree_runs
-    (emb, emb_ids), (vll, vll_ids) = runs[strategy]
-    assert sorted(vll_ids) == sorted(emb_ids), family
-    for name, streams in emb_ids.items():
-        assert vll_ids[name] == streams, (family, name, [s[:3] for s in streams])
-    assert [r.name for r in vll.records] == [r.name for r in emb.records]
-    for e, v in zip(emb.records, vll.records):
-        assert (v.text, v.streams, v.flags, v.steps) == (e.text, e.streams, e.flags, e.steps), (family, e.name)
-        assert v.streams == 1 + len(BOXES), (family, e.name)  # the root and a branch (a crop's read) per region
-        g = v.decoding.graph
-        branches = [g[k].generated for k in g.children(0)]
-        if strategy == "padoc":  # each branch wrote its region's forced letters and <eos>
-            assert branches == [n + 1 for n in LENGTHS], (family, e.name)
-            assert v.extra["cached_prompt_tokens"] > 0, (family, e.name)  # branches reuse the cached prefix
-        else:  # each region's read: its crop's forced letters and <eos>
-            assert branches == [CROP_LEN + 1] * len(BOXES), (family, e.name)
-    if strategy == "crops":  # each region read from its own crop, a run of its own, recorded on both runtimes
-        assert len([n for n in vll_ids if "#" in n]) == len(BOXES) * len(vll.records), family
+    for strategy, ((emb, emb_ids), (vll, vll_ids)) in runs.items():
+        assert sorted(vll_ids) == sorted(emb_ids), (family, strategy)
+        for name, streams in emb_ids.items():
+            assert vll_ids[name] == streams, (family, strategy, name, [s[:3] for s in streams])
+        assert [r.name for r in vll.records] == [r.name for r in emb.records]
+        for e, v in zip(emb.records, vll.records):
+            assert (v.text, v.streams, v.flags, v.steps) == (e.text, e.streams, e.flags, e.steps), (family, strategy)
+            assert v.streams == 1 + len(BOXES), (family, strategy)  # the root and a branch (a crop's read) per region
+            g = v.decoding.graph
+            branches = [g[k].generated for k in g.children(0)]
+            if strategy == "padoc":  # each branch wrote its region's forced letters and <eos>
+                assert branches == [n + 1 for n in LENGTHS], family
+                assert v.extra["cached_prompt_tokens"] > 0, family  # branches reuse the cached prefix
+            else:  # each region's read: its crop's forced letters and <eos>
+                assert branches == [CROP_LEN + 1] * len(BOXES), family
+        if strategy == "crops":  # each region read from its own crop, a run of its own, recorded on both runtimes
+            assert len([n for n in vll_ids if "#" in n]) == len(BOXES) * len(vll.records), family
 
 
 @pytest.mark.xdist_group("vllm")
@@ -355,3 +355,19 @@ def test_check_with_runtime_vllm_from_the_command_line(tmp_path):
     for f in sorted((tmp_path / "c" / "pages").glob("*.json")):
         page = json.loads(f.read_text())
         assert page["verdict"] == page["runtime"]["verdict"] == "agrees", f.name
+
+
+def test_a_prompt_vllm_expanded_into_other_ids_is_flagged():
+    """The runner compares each stream's prompt as vLLM expanded it with the stream's context
+    (the model's own expansion, what the embedded engine feeds) and flags a difference."""
+    from treedec.engine.page_decoding import PageDecoding
+    from treedec.runtimes.vllm_runner import _check_prompt, _Requests
+
+    page = _Requests(record=PageDecoding(name="p", sample=None), pid=0, prompt=None, uuid="")
+    root = page.graph.root([1, 5, 5, 5, 2], label="root")
+    branch = page.graph.fork(root.id, 5, [7], label="b")
+    _check_prompt(page, branch.id, [1, 5, 5, 5, 2, 7])
+    assert page.record.flags == []
+    _check_prompt(page, root.id, [1, 5, 5, 2])
+    (flag,) = page.record.flags
+    assert flag.startswith("vllm: stream 0 (root)") and "(4 / 5 ids, first difference at 3)" in flag

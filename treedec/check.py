@@ -100,9 +100,9 @@ def runtime_outputs(runtime, vlm, samples, mode: str) -> dict[str, list[int]]:
 def check_pages(vlm, samples, mode: str, max_new: int, runtime=None) -> list[PageCheck]:
     """Every sample decoded both ways and compared (see the module doc); `runtime` (its
     `max_new_tokens` = `max_new`): its outputs compared too, under each page's `runtime`."""
+    others = runtime_outputs(runtime, vlm, samples, mode) if runtime is not None else {}  # first: its refusals
     prompts = {s.name: vlm.prompt(s.image, mode) for s in samples}
     ours = engine_outputs(vlm, prompts, max_new)
-    others = runtime_outputs(runtime, vlm, samples, mode) if runtime is not None else {}
     out = []
     for name, prompt in prompts.items():
         theirs, logits = transformers_generate(vlm, prompt, max_new)
