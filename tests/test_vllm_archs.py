@@ -235,7 +235,11 @@ def test_runtime_vllm_gives_the_embedded_engines_ids(tmp_path):
     samples = [generate_page(seed) for seed in (1, 2)]
     strategy = STRATEGIES.get("sequential")(vlm.tokenizer)
     _, emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=NEW, max_pages=2)), vlm, strategy, samples)
-    _, vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=NEW, max_pages=2), folder), vlm, strategy, samples)
+    runtime = VLLMRuntime(VLLMConfig(max_new_tokens=NEW, max_pages=2), folder)
+    try:
+        _, vll = run_with_ids(runtime, vlm, strategy, samples)
+    finally:
+        runtime.close()  # its engine (no proposer: not the module's)
     assert sorted(emb) == [s.name for s in samples]
     assert vll == emb
     assert all(len(streams[0][3]) > NEW for streams in emb.values())  # prompt + generated ids
