@@ -4,7 +4,20 @@ Transformers backend), one page, fp32, greedy: vLLM's engine (the one `runtime=v
 `treedec.runtimes.vllm_engine`) expands the chat-template prompt into the ids the
 checkpoint's processor expands and writes the ids transformers' own `generate` writes.
 A family whose vLLM module needs torchvision (not importable beside CPU torch here) is
-refused in one line. One engine per family for the module (an engine takes 20-40 s here)."""
+refused in one line. One engine per family for the module (an engine starts in seconds here).
+
+`padoc` (one request per stream, prefix caching) and `crops` (layout pass, then every region's
+crop read, several images in flight) run on each family's replica in treedec's format, the
+page tree and the crops' reads forced on both runtimes alike (`vllm_forced.py`: the model
+still picks every letter), and give the embedded engine's ids, every stream of every page
+and crop. vLLM refuses custom logits processors beside speculative decoding, so that is a
+second engine per family, closed after its runs. `check runtime=vllm` on the command line:
+vLLM's ids against transformers' `generate`, per page."""
+import json
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 from PIL import Image
@@ -17,6 +30,14 @@ K = 4  # draft tokens per step (hsd's page-draft proposer)
 
 
 _ENGINES: list = []  # the runtime's engines object (`vllm_engine.VLLMEngines`), one for the module
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_engines():
+    yield
+    for engines in _ENGINES:
+        engines.close()
+    _ENGINES.clear()
 
 
 def served(folder, cfg, prompt_len: int):
@@ -214,7 +235,143 @@ def test_runtime_vllm_gives_the_embedded_engines_ids(tmp_path):
     samples = [generate_page(seed) for seed in (1, 2)]
     strategy = STRATEGIES.get("sequential")(vlm.tokenizer)
     _, emb = run_with_ids(EmbeddedRuntime(EngineConfig(max_new_tokens=NEW, max_pages=2)), vlm, strategy, samples)
-    _, vll = run_with_ids(VLLMRuntime(VLLMConfig(max_new_tokens=NEW, max_pages=2), folder), vlm, strategy, samples)
+    runtime = VLLMRuntime(VLLMConfig(max_new_tokens=NEW, max_pages=2), folder)
+    try:
+        _, vll = run_with_ids(runtime, vlm, strategy, samples)
+    finally:
+        runtime.close()  # its engine (no proposer: not the module's)
     assert sorted(emb) == [s.name for s in samples]
     assert vll == emb
     assert all(len(streams[0][3]) > NEW for streams in emb.values())  # prompt + generated ids
+
+
+# padoc and crops: a forced tree of 2 regions (their boxes, content lengths), the layout's ~39 tokens within budget
+BOXES = ["[62,62,938,438]", "[62,562,938,938]"]
+LENGTHS = [5, 4]
+CROP_LEN = 3  # letters a crop's read writes before its <eos>
+TREE_NEW = 44
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def tree_runs(request, tmp_path_factory):
+    """(family, {strategy: ((embedded result, ids), (vLLM result, ids))}): padoc and crops on
+    the family's replica in treedec's format, one page (its crops: two in flight), the tree
+    forced alike."""
+    _vllm_or_skip()
+    from treedec.data.synth import SynthConfig, generate_page
+    from treedec.engine.engine import EngineConfig
+    from treedec.models.loader import load_model
+    from treedec.models.replicas import build_replica
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.stages.recording import run_with_ids
+    from treedec.strategies.base import STRATEGIES
+
+    from vllm_forced import ForcedEmbedded, forced_logits_class, forced_plan, use_plan
+
+    family = request.param
+    folder = build_replica(family, tmp_path_factory.mktemp(f"{family}_treedec"), "treedec")
+    vlm = load_model(folder, fmt="treedec")
+    plan = forced_plan(vlm, len(BOXES), LENGTHS, BOXES, CROP_LEN)
+    use_plan(plan)  # the forced engine below takes it when built
+    page = SynthConfig(width=128, height=128, cell=(8, 8), margin=1, regions=(2, 3), furniture_prob=0.0)
+    samples = [generate_page(0, page)]
+    vllm = VLLMRuntime(VLLMConfig(max_new_tokens=TREE_NEW, max_pages=2,
+                                  engine_args={"logits_processors": [forced_logits_class()]}), folder)
+    runs = {}
+    try:
+        for name in ("padoc", "crops"):
+            strategy = STRATEGIES.get(name)(vlm.tokenizer)
+            emb = run_with_ids(ForcedEmbedded(EngineConfig(max_new_tokens=TREE_NEW, max_pages=2), plan), vlm, strategy,
+                               samples)
+            runs[name] = (emb, run_with_ids(vllm, vlm, strategy, samples))
+    finally:
+        vllm.close()
+    return family, runs
+
+
+@pytest.mark.xdist_group("vllm")
+def test_padoc_and_crops_on_vllm_give_the_embedded_engines_ids(tree_runs):
+    """Every stream of every page (and, for crops, of every crop's read), token id for token
+    id, with the same steps, streams and flags; the layout forked (padoc: each branch a request
+    of its own, its prefix served from the cache) and its regions were read (crops). One test
+    per family: its runs are made once, on one worker."""
+    family, runs = tree_runs
+    for strategy, ((emb, emb_ids), (vll, vll_ids)) in runs.items():
+        assert sorted(vll_ids) == sorted(emb_ids), (family, strategy)
+        for name, streams in emb_ids.items():
+            assert vll_ids[name] == streams, (family, strategy, name, [s[:3] for s in streams])
+        assert [r.name for r in vll.records] == [r.name for r in emb.records]
+        for e, v in zip(emb.records, vll.records):
+            assert (v.text, v.streams, v.flags, v.steps) == (e.text, e.streams, e.flags, e.steps), (family, strategy)
+            assert v.streams == 1 + len(BOXES), (family, strategy)  # the root and a branch (a crop's read) per region
+            g = v.decoding.graph
+            branches = [g[k].generated for k in g.children(0)]
+            if strategy == "padoc":  # each branch wrote its region's forced letters and <eos>
+                assert branches == [n + 1 for n in LENGTHS], family
+                assert v.extra["cached_prompt_tokens"] > 0, family  # branches reuse the cached prefix
+            else:  # each region's read: its crop's forced letters and <eos>
+                assert branches == [CROP_LEN + 1] * len(BOXES), family
+        if strategy == "crops":  # each region read from its own crop, a run of its own, recorded on both runtimes
+            assert len([n for n in vll_ids if "#" in n]) == len(BOXES) * len(vll.records), family
+
+
+@pytest.mark.xdist_group("vllm")
+def test_what_vllm_cannot_do_for_a_family_is_refused_in_one_line(tmp_path):
+    """paddleocr_vl decodes as transformers does only with vllm_compat's mends, made in this
+    process: tensor parallelism (worker processes) is refused; so is data parallelism on any
+    checkpoint by model_type (its workers load treedec's own VLM). Both before an engine starts."""
+    _vllm_or_skip()
+    from treedec.data.synth import generate_page
+    from treedec.models.loader import load_model
+    from treedec.models.replicas import build_replica
+    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.strategies.base import STRATEGIES
+
+    folder = build_replica("paddleocr_vl", tmp_path / "paddleocr_vl")
+    vlm = load_model(folder)
+    strategy = STRATEGIES.get("sequential")(vlm.tokenizer)
+    for option, says in (({"tensor_parallel_size": 2}, "paddleocr_vl with tensor_parallel_size=1 only"),
+                         ({"data_parallel_size": 2}, "on one engine here (data_parallel_size=1)")):
+        runtime = VLLMRuntime(VLLMConfig(max_new_tokens=4, **option), folder)
+        with pytest.raises(UserError, match=re.escape(says)) as e:
+            runtime.run(vlm, strategy, [generate_page(0)], progress=False, warmup=False)
+        assert "\n" not in str(e.value) and not runtime.engines.engines  # refused before any engine started
+        runtime.close()
+
+
+@pytest.mark.xdist_group("vllm")
+def test_check_with_runtime_vllm_from_the_command_line(tmp_path):
+    """`python -m treedec check model.path=DIR runtime=vllm` on a replica: per page, vLLM's ids
+    checked against transformers' `generate` beside the engine's; every page agrees, exit 0."""
+    _vllm_or_skip()
+    from treedec.models.replicas import build_replica
+
+    from conftest import ROOT
+
+    folder = build_replica("hunyuan_vl", tmp_path / "hunyuan_vl")
+    r = subprocess.run([sys.executable, "-m", "treedec", "check", f"model.path={folder}", "runtime=vllm", "pages=2",
+                        "max_new_tokens=16", f"out={tmp_path / 'c'}"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summary["runtime"] == "vllm" and summary["agreeing_pages"] == 2
+    assert (summary["vllm_agreeing_pages"], summary["vllm_diverged_pages"]) == (2, 0)
+    for f in sorted((tmp_path / "c" / "pages").glob("*.json")):
+        page = json.loads(f.read_text())
+        assert page["verdict"] == page["runtime"]["verdict"] == "agrees", f.name
+
+
+def test_a_prompt_vllm_expanded_into_other_ids_is_flagged():
+    """The runner compares each stream's prompt as vLLM expanded it with the stream's context
+    (the model's own expansion, what the embedded engine feeds) and flags a difference."""
+    from treedec.engine.page_decoding import PageDecoding
+    from treedec.runtimes.vllm_runner import _check_prompt, _Requests
+
+    page = _Requests(record=PageDecoding(name="p", sample=None), pid=0, prompt=None, uuid="")
+    root = page.graph.root([1, 5, 5, 5, 2], label="root")
+    branch = page.graph.fork(root.id, 5, [7], label="b")
+    _check_prompt(page, branch.id, [1, 5, 5, 5, 2, 7])
+    assert page.record.flags == []
+    _check_prompt(page, root.id, [1, 5, 5, 2])
+    (flag,) = page.record.flags
+    assert flag.startswith("vllm: stream 0 (root)") and "(4 / 5 ids, first difference at 3)" in flag

@@ -8,7 +8,11 @@ A page `agrees` when both outputs are the same ids. Otherwise the first divergen
 reported with the two candidate tokens' logits there (transformers' logits, on the
 context both still share): a gap below `NEAR_TIE` is a near-tie (a float rounding
 difference may flip it, and the rest of the output is then another, equally greedy,
-continuation); any other divergence is a bug in the loader, the adapter or the engine."""
+continuation); any other divergence is a bug in the loader, the adapter or the engine.
+
+With a second runtime (`runtime=vllm`), its output ids (strategy `sequential`, the same
+prompt mode and token budget: `runtime_outputs`) are compared with the same `generate`
+output the same way, per page (`PageCheck.runtime`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -36,6 +40,8 @@ class PageCheck:
     treedec_token_logit: float | None = None  # transformers' logits there, for each candidate
     transformers_token_logit: float | None = None
     gap: float | None = None
+    runtime: "PageCheck | None" = None  # a second runtime's output against the same generate (its `treedec_*`: that
+    # runtime's), e.g. vLLM's
 
     def figures(self) -> dict:
         return asdict(self)
@@ -80,12 +86,27 @@ def compare(name: str, prompt_len: int, ours: list[int], theirs: list[int], logi
     return check
 
 
-def check_pages(vlm, samples, mode: str, max_new: int) -> list[PageCheck]:
-    """Every sample decoded both ways and compared (see the module doc)."""
+def runtime_outputs(runtime, vlm, samples, mode: str) -> dict[str, list[int]]:
+    """`runtime`'s output ids (root stream after its prompt) of every sample, strategy
+    `sequential` asked in prompt `mode`, its token budget the runtime's `max_new_tokens`."""
+    from dataclasses import replace
+
+    strategy = replace(STRATEGIES.get("sequential")(vlm.tokenizer), mode=mode)
+    runtime.check(vlm, strategy)
+    items = [(s.name, runtime.prompt(vlm, strategy, s), s) for s in samples]
+    return {r.name: r.graph[0].tokens[r.graph[0].prompt_len:] for r in runtime.decode(vlm, strategy, items)}
+
+
+def check_pages(vlm, samples, mode: str, max_new: int, runtime=None) -> list[PageCheck]:
+    """Every sample decoded both ways and compared (see the module doc); `runtime` (its
+    `max_new_tokens` = `max_new`): its outputs compared too, under each page's `runtime`."""
+    others = runtime_outputs(runtime, vlm, samples, mode) if runtime is not None else {}  # first: its refusals
     prompts = {s.name: vlm.prompt(s.image, mode) for s in samples}
     ours = engine_outputs(vlm, prompts, max_new)
     out = []
     for name, prompt in prompts.items():
         theirs, logits = transformers_generate(vlm, prompt, max_new)
         out.append(compare(name, len(prompt.ids), ours[name], theirs, logits))
+        if runtime is not None:
+            out[-1].runtime = compare(name, len(prompt.ids), others[name], theirs, logits)
     return out

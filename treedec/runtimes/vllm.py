@@ -63,6 +63,7 @@ from treedec.strategies.base import Strategy
 __all__ = ["VLLMConfig", "VLLMRuntime", "parse_pages_vllm"]
 
 IMAGE_TOKENS = 1024  # a page's image tokens, for the engine's default token budget per step (runtime.max_num_batched_tokens)
+TEXT_ROUND = 256  # a checkpoint's prompt text, rounded up to a multiple of this for that budget
 
 
 class VLLMRuntime:
@@ -92,9 +93,11 @@ class VLLMRuntime:
         """The engine for treedec's VLM (a serving folder written for it) or for a real
         architecture's checkpoint (its own folder; `vllm_prompts.py`)."""
         if not isinstance(vlm, ServedPageModel):
-            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound
-            return self.engines.engine(folder, self._cfg(vlm, strategy),
-                                       len(text_prompt_ids(vlm, strategy.mode)) + IMAGE_TOKENS)
+            folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound, its
+            # text rounded up so that a strategy's stages (crops: layout pass, crop reads; modes' prompts of
+            # different lengths) share one engine
+            text = -(-len(text_prompt_ids(vlm, strategy.mode)) // TEXT_ROUND) * TEXT_ROUND
+            return self.engines.engine(folder, self._cfg(vlm, strategy), text + IMAGE_TOKENS)
         if vlm.spec.positions != "linear":  # vLLM's Idefics3 numbers every input position in one line
             raise UserError(f"runtime=vllm serves treedec's VLM with linear positions only; this checkpoint's image "
                             f"patches have {vlm.spec.positions} positions (treedec/models/planar_rope.py): "
@@ -103,6 +106,10 @@ class VLLMRuntime:
                                    len(vlm.prompt_ids(strategy.mode)))
 
     def check(self, vlm, strategy: Strategy) -> None:
+        if self.cfg.data_parallel_size > 1 and not isinstance(vlm, ServedPageModel):
+            raise UserError(f"runtime=vllm runs a checkpoint loaded by model_type ({type(vlm).__name__}) on one engine "
+                            "here (data_parallel_size=1): the data-parallel workers load treedec's own VLM; use "
+                            "tensor_parallel_size, or one run per share of the pages")
         if self.cfg.data_parallel_size > 1 and (strategy.before is not None or strategy.after is not None):
             raise UserError(f"strategy {strategy.name!r} runs stages of its own (treedec.stages) on one vLLM engine "
                             "here (data_parallel_size=1): the data-parallel workers rebuild a strategy by name")

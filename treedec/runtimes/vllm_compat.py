@@ -48,14 +48,20 @@ def _missing(e: BaseException) -> str | None:
     return None
 
 
-def vllm_refusal(model_dir: Path) -> str | None:
+def vllm_refusal(model_dir: Path, tensor_parallel_size: int = 1) -> str | None:
     """Why vLLM cannot serve the checkpoint in `model_dir` here (one line), None when it can:
-    its architecture's vLLM module and its processor are built here, as the engine would."""
+    its architecture's vLLM module and its processor are built here, as the engine would; a
+    family that decodes as transformers does only with this module's mends runs in this
+    process alone (tensor-parallel workers are processes of their own, without them)."""
     import importlib
 
     from vllm.model_executor.models.registry import ModelRegistry
 
     kind, arch = _architecture(model_dir)
+    if kind in _MENDS and tensor_parallel_size > 1:
+        return (f"runtime=vllm serves model_type {kind} with tensor_parallel_size=1 only: vLLM 0.32 decodes it as "
+                "transformers does only with treedec's mends (treedec/runtimes/vllm_compat.py), made in this process, "
+                "which its tensor-parallel workers would not have")
     align_with_transformers(kind)
     entry = ModelRegistry.models.get(arch)
     if entry is None:  # vLLM may still serve it through its Transformers backend; its own error says if not
@@ -119,6 +125,29 @@ def _hunyuan_vl() -> None:
 
     UnquantizedLinearMethod.apply = contiguous_apply
     _compile_decoration_only_when_compiling()
+    _one_image_per_encoder_call()
+
+
+def _one_image_per_encoder_call() -> None:
+    """vLLM's Transformers backend cuts the features of a batch of images at each image's
+    patch count (grid t*h*w), but HunYuan-VL's encoder yields another count per image (patches
+    merged 2x2, a newline per row, begin and end): past the first image of a batch, an image
+    gets another's features (vLLM warns "padding or truncating to fit"). Encoded one at a time,
+    each image gets its own (the first `n` rows of the padded tensor, as for a lone image)."""
+    import torch
+    from vllm.model_executor.models.transformers.multimodal import MultiModalMixin
+
+    process = MultiModalMixin._process_vision_input
+
+    def one_at_a_time(self, modality, pixel_values, num_patches, **kwargs):
+        sizes = num_patches.flatten().tolist()
+        if not isinstance(pixel_values, torch.Tensor) or len(sizes) < 2 or pixel_values.shape[0] != sum(sizes):
+            return process(self, modality, pixel_values, num_patches, **kwargs)
+        return [e for i, rows in enumerate(torch.split(pixel_values, sizes))
+                for e in process(self, modality, rows, num_patches.flatten()[i:i + 1],
+                                 **self._select_item_kwargs(kwargs, i, len(sizes)))]
+
+    MultiModalMixin._process_vision_input = one_at_a_time
 
 
 def _compile_decoration_only_when_compiling() -> None:

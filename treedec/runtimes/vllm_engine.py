@@ -188,7 +188,7 @@ def start_engine(model_dir: Path, kw: dict[str, Any], cfg: VLLMConfig):
     require_vllm()
     from treedec.runtimes.vllm_compat import vllm_refusal
 
-    if why := vllm_refusal(model_dir):  # an architecture vLLM cannot build here, in one line
+    if why := vllm_refusal(model_dir, cfg.tensor_parallel_size):  # an architecture vLLM cannot build here, in one line
         raise UserError(why)
     # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"

@@ -150,11 +150,13 @@ class VLLMRunner:
         sid = page.open.get(out.request_id)
         if sid is None:
             return
-        if out.num_cached_tokens is not None and page.graph[sid].generated == 0:
-            page.cached += out.num_cached_tokens or 0
-            page.prompt_tokens += len(out.prompt_token_ids or [])
-        comp = out.outputs[0]
         s = page.graph[sid]
+        if s.generated == 0:  # the stream's first output
+            _check_prompt(page, sid, out.prompt_token_ids)
+            if out.num_cached_tokens is not None:
+                page.cached += out.num_cached_tokens or 0
+                page.prompt_tokens += len(out.prompt_token_ids or [])
+        comp = out.outputs[0]
         new = list(comp.token_ids)
         if new:
             touched.setdefault(page.pid, []).append(sid)
@@ -195,6 +197,17 @@ class VLLMRunner:
             return
         child = g.fork(fork.parent, fork.at, fork.first, fork.label)
         self._submit(page, child.id)
+
+
+def _check_prompt(page: _Requests, sid: int, expanded) -> None:
+    """Flag a stream whose prompt vLLM's processor expanded into other ids than its context (the
+    model's own expansion, what the embedded engine feeds): its tokens are then not the same."""
+    context = page.graph.context(sid)
+    if expanded is not None and list(expanded) != context:
+        at = next((i for i, (a, b) in enumerate(zip(expanded, context)) if a != b), min(len(expanded), len(context)))
+        page.record.flags.append(f"vllm: stream {sid} ({page.graph[sid].label}): vLLM expanded its prompt into other "
+                                 f"ids than the model's processor ({len(expanded)} / {len(context)} ids, first "
+                                 f"difference at {at})")
 
 
 def _count_drafts(record: PageDecoding, comp) -> None:
