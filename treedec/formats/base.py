@@ -118,6 +118,10 @@ class Format:
                             f"{', '.join([*self.prompts, *(['crop'] if self.crop_prompts else [])])}")
         return self.prompts[mode]
 
+    def has_prompt(self, mode: str) -> bool:
+        """Whether the format names a prompt for `mode` (`crop`: a crop prompt, for any category)."""
+        return bool(self.crop_prompts) if mode == "crop" else MODE_ALIASES.get(mode, mode) in self.prompts
+
     def describe(self) -> str:
         caps = [c for c in ("forks", "block_text", "boxes", "two_stage") if getattr(self, c)]
         return f"{', '.join(caps) or '-'}; coords: {self.coords or 'none'}"

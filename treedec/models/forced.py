@@ -52,10 +52,10 @@ from PIL import Image
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.device import model_device
+from treedec.models.instructions import LAYOUT_AS
 from treedec.models.vlm import MODES, vlm_tokenizer
 from treedec.tokenizer import DEFAULT_CHARSET
 
-LAYOUT_AS = {"layout": "tree"}  # a format's layout pass (MinerU's) asked with the tree mode's token, treedec's layout pass
 PATCH, MERGE = 16, 2  # Qwen3-VL's vision patch (px) and spatial merge: one image token per 32 x 32 px
 MIN_PIXELS, MAX_PIXELS = 65536, 16777216  # Qwen3-VL-2B-Instruct's preprocessor_config.json size range
 # Characters of real pages beyond the default charset: Latin-1 and Latin Extended, Greek, Cyrillic, punctuation and

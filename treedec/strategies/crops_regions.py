@@ -28,6 +28,7 @@ from treedec.engine.page_decoding import PageDecoding
 from treedec.errors import UserError
 from treedec.formats import Format
 from treedec.graph import DecodingGraph
+from treedec.ocr.drafters import Drafters
 from treedec.page import Block, Page
 from treedec.records import PageRecord, RunResult, root_io, sample_flags, sample_size, unreadable
 from treedec.strategies.base import Strategy
@@ -107,6 +108,7 @@ class ReadRegions:
         self.decodes_pages = fmt.layout_mode is not None
         self.cache_dir = drafts.cache_dir if drafts else None
         self._readers: dict[str, Strategy] = {}
+        self.drafters = Drafters()  # its pipeline drafter: models load once for its runs
 
     def prepare(self, vlm, samples, cache_dir: str | None, progress: bool) -> Known:
         """The draft pages (with `drafts`) and, without a layout pass, every page's layout: the
@@ -115,7 +117,8 @@ class ReadRegions:
         known = Known()
         if self.drafts:
             known.drafts = {n: in_pixels(p, *self._image(seen, n).size) for n, p in
-                            draft_pages(seen, self.drafts.source, cache_dir, self.drafts.ocr, progress).items()}
+                            draft_pages(seen, self.drafts.source, cache_dir, self.drafts.ocr, progress,
+                                                    self.drafters).items()}
         if self.decodes_pages:
             return known
         if getattr(vlm, "forced", False):  # a perfect detector
@@ -126,7 +129,7 @@ class ReadRegions:
         elif self.drafts and self.drafts.source == "pipeline":
             known.layouts = dict(known.drafts)
         else:
-            known.layouts = draft_pages(seen, "pipeline", cache_dir, None, progress)
+            known.layouts = draft_pages(seen, "pipeline", cache_dir, None, progress, self.drafters)
         return known
 
     @staticmethod
