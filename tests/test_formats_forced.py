@@ -8,6 +8,7 @@ sequential's pages in half the median steps; `crops` runs in every format."""
 import numpy as np
 import pytest
 
+from treedec.depth import page_depth
 from treedec.quality import quality_figures, truth_text_edit
 from treedec.errors import UserError
 from treedec.formats import get_format
@@ -74,7 +75,7 @@ def sequential(forced, samples):
 
 
 @pytest.mark.parametrize("fmt", ONE_STAGE + TWO_STAGE)
-def test_the_baseline_returns_the_ground_truth_in_each_format(sequential, samples, fmt):
+def test_the_baseline_returns_the_ground_truth_in_each_format(forced, sequential, samples, fmt):
     res = sequential[fmt]
     f = get_format(fmt)
     for rec, s in zip(res.records, samples):
@@ -82,6 +83,9 @@ def test_the_baseline_returns_the_ground_truth_in_each_format(sequential, sample
         assert rec.text == f.render(s.page), fmt  # the page as the format writes it, token for token
     quality, _ = quality_figures(res)
     assert quality["text_edit"] - truth_text_edit([s.page for s in samples], f) <= 0.01
+    if fmt in TWO_STAGE:  # crops: its layout pass's steps (none with a detector) + its longest crop's, the oracle depth
+        crops = build_strategy({"name": "crops"}, forced.tokenizer, f)
+        assert [r.steps for r in res.records] == [page_depth(s.page, crops)["fork_depth"] for s in samples]
 
 
 @pytest.mark.parametrize("fmt", ONE_STAGE + TWO_STAGE)
@@ -108,6 +112,8 @@ def test_crops_in_each_format_returns_the_ground_truth_as_the_format_writes_it(f
         assert len(reads) == sum(b.category != "figure" for b in s.page.blocks)
         layout = rec.decoding.graph[0].generated  # hpd's layout pass; none where the layout is a detector's
         assert (layout > 0) == (fmt == "hpd") and rec.steps == layout + max(g.generated for g in reads)
+        assert rec.steps == page_depth(s.page, build_strategy({"name": "crops"}, forced.tokenizer, get_format(fmt)))[
+            "fork_depth"]  # the oracle depth
     assert np.median([r.steps for r in res.records]) < np.median([r.steps for r in sequential[fmt].records])
 
 

@@ -37,7 +37,6 @@ from treedec.strategies.draft_pages import draft_pages
 from treedec.strategies.hsd_stage1 import model_grid, page_draft, stage1_crop, stage1_mode
 from treedec.strategies.sequential import flat_target
 from treedec.tokenizer import Tokenizer
-from treedec.training.packing import flat_graph
 
 
 @dataclass
@@ -67,14 +66,30 @@ class Known:
     mode: str = "crop"  # the prompt mode the crops are read in (`hsd_stage1.stage1_mode`)
 
 
-def layout_target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | None = None) -> DecodingGraph:
-    """The ground truth's layout as the format's layout pass writes it (`Format.render_layout`)."""
-    return flat_graph(prompt, fmt.encode(tok, fmt.render_layout(page)))
+def regions_target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | None = None) -> DecodingGraph:
+    """The ground truth as `crops` decodes it in `fmt`: its layout as the format's layout pass
+    writes it (`Format.render_layout`; nothing where a detector gives the layout), then each
+    region's crop read (`Format.crop_text`) as a branch after the whole layout, so the critical
+    path is the layout's plus the longest read's (oracle depth). A forced layout pass is forced to
+    its root; the branches are never decoded as such (a crop is read alone, `crop_read`)."""
+    g = DecodingGraph()
+    root = g.root(prompt)
+    if fmt.layout_mode:
+        g.append(root.id, fmt.encode(tok, fmt.render_layout(page)))
+    g.finish(root.id)
+    for k, b in enumerate(page.reading_order()):
+        if b.category not in UNREAD:
+            child = g.fork(root.id, at=len(root.tokens), label=f"crop {k + 1}")
+            g.append(child.id, tok.encode(fmt.crop_text(b)) + [tok.eos_id])
+            g.finish(child.id)
+    return g
 
 
 def format_crops(name: str, tok: Tokenizer, fmt: Format, drafts: CropDrafts | None = None) -> Strategy:
     """`crops` speaking `fmt` (see the module); with `drafts`, speculated (hsd)."""
-    return Strategy(name, fmt.layout_mode or "layout", tok, layout_target,
+    # no layout pass: the only prompt it asks is a crop's (or, where the format names none, the page's)
+    mode = fmt.layout_mode or ("crop" if fmt.has_prompt("crop") else "flat")
+    return Strategy(name, mode, tok, regions_target,
                     drafter=drafts.drafter() if drafts and fmt.layout_mode else None,
                     after=ReadRegions(tok, fmt, drafts), format=fmt, needs=("block_text",) if drafts else ())
 
