@@ -252,7 +252,10 @@ def test_crops_and_hsd_on_a_plain_checkpoint_in_its_own_format(replica, drafts, 
         return res
 
     base = run("crops" if f.two_stage else "sequential")
-    run("crops"), run("hsd")
+    crops, hsd = run("crops"), run("hsd")
+    assert crops.records[0].decoding.graph[0].generated == 0  # no layout pass: the pipeline's layout
+    if not f.two_stage:  # stage 1 read the pipeline's regions with the page prompt, drafted as DocTags pages
+        assert hsd.records[0].stage_figures["stage1_prompt"] == "flat" and hsd.records[0].stage_figures["stage1_crops"]
     for rec in base.records:
         (tmp_path / f"{rec.name}.json").write_text(json.dumps(page_to_omnidocbench(rec.page)))
     own = run("hsd", f"strategy.drafts={tmp_path}")
