@@ -137,6 +137,13 @@ def test_a_strategy_a_format_cannot_serve_is_refused_in_one_line(forced):
         build_strategy({"name": "sequential"}, tok, get_format("mineru"))
     for name in ("padoc", "table_rows", "padoc_hsd"):
         build_strategy({"name": name}, tok, get_format("hpd"))  # served
+    for fmt in TWO_STAGE:  # crops and hsd (crops speculated) served; what hsd cannot speculate there refused
+        assert build_strategy({"name": "hsd"}, tok, get_format(fmt)).after is not None
+        with pytest.raises(UserError, match=r"speculates its crop reads .* strategy.base=sequential") as e:
+            build_strategy({"name": "hsd", "mtp": True}, tok, get_format(fmt))
+        assert "\n" not in str(e.value)
+        with pytest.raises(UserError, match="needs a fork protocol"):
+            build_strategy({"name": "padoc_hsd"}, tok, get_format(fmt))
 
 
 def test_cli_refuses_a_fork_strategy_in_markdown(tmp_path):
