@@ -220,6 +220,53 @@ def test_hsd_with_its_own_drafts_is_sequential(replica, kind):
     assert_lossless(plain, decode(vlm, strategy, pages, ecfg, procs))
 
 
+@pytest.mark.parametrize("kind, fmt", [("idefics3", "doctags"), ("paddleocr_vl", "paddleocr")])
+def test_crops_and_hsd_on_a_plain_checkpoint_in_its_own_format(replica, drafts, tmp_path, monkeypatch, kind, fmt):
+    """On a replica without treedec's tokens, in its family's own format (DocTags: no layout pass,
+    no crop prompt; PaddleOCR-VL: a detector's layout, a crop prompt per category): `crops` and
+    `hsd` run with the run command's default config (the pipeline's layout and drafts, cached
+    once for the module), and hsd with drafts from the baseline's own pages (`strategy.drafts=DIR`;
+    the baseline: sequential, crops for paddleocr) gives the baseline's token ids with drafts accepted."""
+    from hydra import compose, initialize_config_module
+
+    from treedec.conf import register_schemas
+    from treedec.formats import get_format
+    from treedec.io.omnidocbench import page_to_omnidocbench
+    from treedec.runtimes.select import make_runtime
+
+    register_schemas()
+    monkeypatch.setenv("TREEDEC_DRAFT_CACHE", str(drafts))
+    vlm, f = load(replica(kind), fmt), get_format(fmt)
+    if f.two_stage:  # its crop prompt per category
+        assert "Table Recognition:" in vlm.prompt_text("crop", "table") and "OCR:" in vlm.prompt_text("crop", "title")
+    else:  # DocTags names no crop prompt: crops are read with the page prompt
+        assert not vlm.has_prompt("crop") and vlm.has_prompt("flat")
+    samples = [generate_page(0, PAGE)]
+
+    def run(name, *over):
+        with initialize_config_module("treedec.conf", version_base=None):
+            cfg = compose("run", [f"strategy={name}", "runtime.max_new_tokens=24", *over])
+        res = run_strategy(make_runtime(cfg.runtime), vlm, build_strategy(cfg.strategy, vlm.tokenizer, f), samples,
+                           progress=False, warmup=False, cold_drafts=False)
+        assert [r.name for r in res.records] == [samples[0].name] and res.records[0].generated > 0, name
+        return res
+
+    base = run("crops" if f.two_stage else "sequential")
+    crops, hsd = run("crops"), run("hsd")
+    assert crops.records[0].decoding.graph[0].generated == 0  # no layout pass: the pipeline's layout
+    if not f.two_stage:  # stage 1 read the pipeline's regions with the page prompt, drafted as DocTags pages
+        assert hsd.records[0].stage_figures["stage1_prompt"] == "flat" and hsd.records[0].stage_figures["stage1_crops"]
+    for rec in base.records:
+        (tmp_path / f"{rec.name}.json").write_text(json.dumps(page_to_omnidocbench(rec.page)))
+    own = run("hsd", f"strategy.drafts={tmp_path}")
+
+    def ids(rec):  # the page's stream (sequential's), or every crop's read (crops')
+        return [list(s.tokens) for s in rec.decoding.graph.streams] if f.two_stage else rec.kept["output_ids"]
+
+    assert [ids(r) for r in own.records] == [ids(r) for r in base.records]
+    assert sum(r.accepted for r in own.records) > 0
+
+
 def test_a_plain_checkpoint_refuses_what_needs_treedec_tokens(replica):
     vlm = load(replica("qwen2_vl"))
     assert vlm.has_prompt("flat") and vlm.has_prompt("crop") and not vlm.has_prompt("tree")

@@ -122,10 +122,10 @@ def test_each_crop_reads_as_it_does_alone_and_steps_are_layout_plus_longest(ship
         [(s.name, vlm.prompt(s.image, "tree"), s) for s in samples])}
     read = 0
     for rec in runs["crops"].records:
-        regions = step.regions(vlm, layouts[rec.name].graph, layouts[rec.name].sample)
+        regions = step.regions(vlm, layouts[rec.name], None)
         assert regions, rec.name
-        alone = [next(Engine(vlm.adapter(), step.reader, cfg).run([(s.name, vlm.prompt(s.image, "crop"), s)]))
-                 for _, s in regions]
+        alone = [next(Engine(vlm.adapter(), step.reader(vlm), cfg).run([(s.name, vlm.prompt(s.image, "crop"), s)]))
+                 for _, s, _ in regions]
         texts = [vlm.tokenizer.decode(a.graph[0].tokens[a.graph[0].prompt_len:]).removesuffix("<eos>") for a in alone]
         blocks = rec.text.removesuffix("<eos>").split("<BLOCK>")[1:]
         assert [b.split("<CHILD>", 1)[1] for b in blocks if not b.startswith("<|figure|>")] == texts

@@ -83,8 +83,8 @@ class _PageSeqs:
                  fmt: Format | None = None):
         self.root = root_ids(page, tok, form, fmt or get_format("treedec"))
         self.lines = LayoutLines.of(self.root, tok, grid_values(tok, page, grid) if grid else None) if lines else None
-        self.regions = []  # (box in 0-1000 ints, branch tokens <CHILD>content<eos>)
-        for b in page.reading_order():
+        self.regions = []  # (box in 0-1000 ints, branch tokens <CHILD>content<eos>): the tree form's branches
+        for b in page.reading_order() if form == "tree" else ():
             box = tuple(int(v) for v in _BOX.match(box_to_text(b.bbox, page.width, page.height)).groups())
             self.regions.append((box, [tok.child_id] + tok.encode(b.content) + [tok.eos_id]))
 
@@ -118,7 +118,8 @@ class PageDraftDrafter:
             if name not in self.pages:
                 return []
             pages = self.pages[name]
-            grid, lines = self.grids.get(name), self.layout == "lines"
+            # line by line where the root's lines are `<BLOCK>` lines of treedec's tokens (a plain checkpoint's are not)
+            grid, lines = self.grids.get(name), self.layout == "lines" and getattr(self.tok, "treedec_tokens", True)
             self._seqs[name] = [_PageSeqs(p, self.tok, self.form, lines, grid, self.fmt)
                                 for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]
@@ -154,7 +155,7 @@ class PageDraftDrafter:
         s = graph[sid]
         if s.parent is None:  # the root: the flat form, or the layout stream of the tree form
             own = s.tokens[s.prompt_len:]
-            if self.layout == "lines":
+            if all(a.lines is not None for a in alternatives):
                 tree = layout_tree(own, [a.lines for a in alternatives], self.matcher.max_depth, self.matcher.max_nodes)
                 if tree is not None:
                     return tree

@@ -7,6 +7,8 @@ A format is a component of a model, like its tokenizer. It says
 - `parse(text, width, height)`: output text back into a `Page`, never raising: what it had to
   repair, or why nothing could be read, is in the result's `repairs` (the page's flags);
 - `prompt(mode, category)`: the instruction of each mode (`page`, `tree`, `layout`, `crop`);
+- its layout pass where it has one (`layout_mode`; `render_layout`, `read_layout`: `crops`' first
+  stage) and what a crop read writes (`crop_text`, read back by `read_crop`: `crops`' second);
 - `block_spans(text)`: where each block's content sits in the output (what drafts are matched
   against) and `content_text(block)`: how a block's content is written there (escaped);
 - its coordinate convention (`coords`) and what it cannot express (`cannot_express`).
@@ -20,7 +22,7 @@ from typing import ClassVar
 from treedec.errors import UserError
 from treedec.page import Block, Page
 from treedec.registry import Registry
-from treedec.serialize import ParseResult, TreeText
+from treedec.serialize import FORK, ParseResult, TreeText
 
 MODES = ("page", "tree", "layout", "crop")
 MODE_ALIASES = {"flat": "page"}  # treedec's own name of the page mode
@@ -60,6 +62,31 @@ class Format:
         """What a crop read of `block`'s region outputs (without the end token)."""
         return block.content
 
+    def read_crop(self, text: str, category: str) -> str:
+        """A region's content (as a `Block` holds it) from what its crop read output (`crop_text`'s
+        inverse: a table written as OTSL back to HTML)."""
+        return text
+
+    @property
+    def layout_mode(self) -> str | None:
+        """The prompt mode of its layout pass (`crops`' first stage): `tree` (a fork protocol's
+        layout stream, its branches not decoded), `layout` (a layout prompt), or None: its layout
+        comes from a detector (the pipeline drafter's; the ground truth's regions under forcing)."""
+        return "tree" if self.forks else "layout" if "layout" in self.prompts else None
+
+    def render_layout(self, page: Page) -> str:
+        """The layout pass's output for `page` (its end token left to `encode`)."""
+        if not self.forks:
+            raise UserError(f"format {self.name!r} has no layout pass (its layout comes from a detector)")
+        return self.render_tree(page).layout
+
+    def read_layout(self, text: str, width: int, height: int) -> ParseResult:
+        """The regions a layout pass wrote (`render_layout`'s output): blocks without content."""
+        result = self.parse(text.replace(FORK, ""), width, height)
+        for b in result.page.blocks:
+            b.content = ""
+        return result
+
     def encode(self, tok, text: str) -> list[int]:
         """`text`'s token ids under `tok`, ended by the tokenizer's end token where the format
         writes no end marker as text (treedec's `<eos>` is its tokenizer's end token)."""
@@ -90,6 +117,10 @@ class Format:
             raise UserError(f"format {self.name!r} has no prompt for mode {mode!r}; its modes: "
                             f"{', '.join([*self.prompts, *(['crop'] if self.crop_prompts else [])])}")
         return self.prompts[mode]
+
+    def has_prompt(self, mode: str) -> bool:
+        """Whether the format names a prompt for `mode` (`crop`: a crop prompt, for any category)."""
+        return bool(self.crop_prompts) if mode == "crop" else MODE_ALIASES.get(mode, mode) in self.prompts
 
     def describe(self) -> str:
         caps = [c for c in ("forks", "block_text", "boxes", "two_stage") if getattr(self, c)]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.crop_reads import OtslCropReads
 from treedec.formats.grid import Categories, from_grid, on_grid
-from treedec.formats.otsl import html_to_otsl, otsl_to_html
 from treedec.page import Block, Page
 from treedec.serialize import ParseResult
 
@@ -31,11 +31,10 @@ CATEGORIES = Categories({
 BOX, REF, MD = ("<|box_start|>", "<|box_end|>"), ("<|ref_start|>", "<|ref_end|>"), ("<|md_start|>", "<|md_end|>")
 _LINE = re.compile(r"<\|box_start\|>([^<]*)<\|box_end\|>(?:<\|ref_start\|>(\w*)<\|ref_end\|>)?(?:<\|rotate_\w+\|>)?"
                    r"(?:<\|md_start\|>(.*?)(?:<\|md_end\|>|(?=<\|box_start\|>)|$))?", re.S)
-NOT_READ = frozenset({"figure", "text_mask", "table_mask"})
 
 
 @FORMATS.register("mineru")
-class MineruFormat(Format):
+class MineruFormat(OtslCropReads, Format):
     name = "mineru"
     two_stage = True
     coords = "integers 0-1000 relative to the page's width and height, x1 y1 x2 y2"
@@ -54,11 +53,6 @@ class MineruFormat(Format):
 
     def content_text(self, block: Block) -> str:
         return self.crop_text(block)
-
-    def crop_text(self, block: Block) -> str:
-        if block.category in NOT_READ:
-            return ""
-        return html_to_otsl(block.content) if block.category == "table" else block.content
 
     def render(self, page: Page) -> str:
         return "\n".join(self.layout_line(b, page.width, page.height) + MD[0] + self.content_text(b) + MD[1]
@@ -84,7 +78,7 @@ class MineruFormat(Format):
             content = m.group(3) or ""
             if m.group(3) is not None and not m.group(0).endswith(MD[1]):
                 repairs.append(f"{where}: read not closed")
-            blocks.append(Block(category, box, otsl_to_html(content) if category == "table" else content,
+            blocks.append(Block(category, box, self.read_crop(content, category),
                                 order=len(blocks)))
         if not blocks and text.strip():
             repairs.append("no layout line in the output")

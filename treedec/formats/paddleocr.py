@@ -16,9 +16,9 @@ import json
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.crop_reads import OtslCropReads
 from treedec.formats.grid import Categories, on_grid
 from treedec.formats.json_list import read_json_blocks
-from treedec.formats.otsl import html_to_otsl, otsl_to_html
 from treedec.page import Block, Page
 from treedec.serialize import ParseResult
 
@@ -31,12 +31,11 @@ CATEGORIES = Categories({
     read={"doc_title": "title", "chart": "figure", "header_image": "figure", "footer_image": "figure", "seal": "figure",
           "abstract": "text_block", "content": "text_block", "vertical_text": "text_block", "reference": "reference",
           "inline_formula": "text_block"})
-NOT_READ = frozenset({"figure", "text_mask", "table_mask"})
 _CONTENT = re.compile(r'"block_content"\s*:\s*"((?:[^"\\]|\\.)*)', re.S)
 
 
 @FORMATS.register("paddleocr")
-class PaddleOcrFormat(Format):
+class PaddleOcrFormat(OtslCropReads, Format):
     name = "paddleocr"
     two_stage = True
     detector_layout = True
@@ -49,11 +48,6 @@ class PaddleOcrFormat(Format):
     def content_text(self, block: Block) -> str:
         return json.dumps(self.crop_text(block), ensure_ascii=False)[1:-1] if self.crop_text(block) else ""
 
-    def crop_text(self, block: Block) -> str:
-        if block.category in NOT_READ:
-            return ""
-        return html_to_otsl(block.content) if block.category == "table" else block.content
-
     def render(self, page: Page) -> str:
         return json.dumps([{"block_label": CATEGORIES.word(b.category), "block_bbox": list(on_grid(b.bbox, page.width, page.height, None)),
                             "block_content": self.crop_text(b)} for b in page.reading_order()], ensure_ascii=False)
@@ -64,4 +58,4 @@ class PaddleOcrFormat(Format):
     def read(self, text: str, width: int, height: int, image_path: str) -> ParseResult:
         return read_json_blocks(text, Page(width=width, height=height, image_path=image_path), CATEGORIES,
                                 ("block_label", "block_bbox", "block_content"),
-                                lambda category, s: otsl_to_html(s) if category == "table" else s)
+                                lambda category, s: self.read_crop(s, category))

@@ -94,14 +94,15 @@ class CheckpointVLM:
         tok = self.tokenizer
         return has_instruction(mode, tok.treedec_tokens, tok.is_token, self.prompts, self.format)
 
-    def mode_prompt(self, mode: str) -> str:
-        """What the user turn says after the image (`treedec.models.instructions.instruction`)."""
+    def mode_prompt(self, mode: str, category: str | None = None) -> str:
+        """What the user turn says after the image (`treedec.models.instructions.instruction`; a
+        crop's `category`: the format's crop prompt for it)."""
         tok = self.tokenizer
-        return instruction(mode, self.format, tok.treedec_tokens, tok.is_token, self.prompts)
+        return instruction(mode, self.format, tok.treedec_tokens, tok.is_token, self.prompts, category)
 
-    def prompt_text(self, mode: str) -> str:
+    def prompt_text(self, mode: str, category: str | None = None) -> str:
         """The prompt by the checkpoint's chat template, with one image placeholder (expanded by `prompt`)."""
-        text = self.mode_prompt(mode)
+        text = self.mode_prompt(mode, category)
         if not self.chat_template:
             raise UserError(f"the checkpoint at {self.directory} has no chat template (tokenizer_config.json, "
                             "chat_template.jinja or chat_template.json)")
@@ -118,12 +119,12 @@ class CheckpointVLM:
     def image_token(self) -> str:
         return self.tokenizer.hf.convert_ids_to_tokens(self.tokenizer.image_id)
 
-    def prompt(self, image: Image.Image, mode: str) -> Prompt:
+    def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
         """The chat template's prompt, its one image placeholder replaced as the family's
         processor replaces it (in the text, before tokenizing, as the processor does)."""
         tok, fam = self.tokenizer, self.family
         px = self.image_inputs(image)
-        text = self.prompt_text(mode)
+        text = self.prompt_text(mode, category)
         if text.count(self.image_token) != 1:
             raise UserError(f"the chat template gives {text.count(self.image_token)} image placeholders, not one")
         ids = tok.encode(text.replace(self.image_token, fam.replacement(px, self), 1))

@@ -24,8 +24,8 @@ strategy can be measured on real pages at real model sizes without a model that 
 
 - The prompt: the page's image tokens (as many as Qwen3-VL's processor gives the page at its
   resolution: 16-px patches merged 2 x 2, pixels kept within Qwen3-VL-2B-Instruct's range
-  [65536, 16777216], `vision_tokens`; or `model.vision_tokens=N`), then the prompt mode's token.
-  The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
+  [65536, 16777216], `vision_tokens`; or `model.vision_tokens=N`), then the prompt mode's token
+  (a format's layout pass, `layout`, the tree mode's). The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
   of every time (a page of 3.6 k image tokens costs Qwen3-VL-2B's 24-layer ViT about
   2 x 0.4 G params x 14.6 k patches = 12 TFLOPs more; not measured here).
 - The tokenizer (`model.tokenizer`): by default treedec's character tokenizer (one token per
@@ -52,6 +52,7 @@ from PIL import Image
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.device import model_device
+from treedec.models.instructions import LAYOUT_AS
 from treedec.models.vlm import MODES, vlm_tokenizer
 from treedec.tokenizer import DEFAULT_CHARSET
 
@@ -178,15 +179,17 @@ class ForcedModel:
         with dev:  # weights made where they run (1.5b: 6 GB in float32)
             self.model = Qwen3ForCausalLM(cfg).to(getattr(torch, dtype)).eval()
 
-    def prompt(self, image: Image.Image, mode: str) -> Prompt:
+    def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
+        """The image tokens, then the mode's token (a layout pass's: `tree`'s; a crop's whatever its category)."""
+        mode = LAYOUT_AS.get(mode, mode)
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
         n = int(self.fixed_vision) if self.fixed_vision else vision_tokens(image)
         return Prompt([self.tokenizer.image_id] * n + [self.tokenizer.vocab[MODES[mode]]])
 
     def has_prompt(self, mode: str) -> bool:
-        """Every mode of `MODES`: the forced tokenizer has them all."""
-        return mode in MODES
+        """Every mode of `MODES` (the forced tokenizer has them all) and `layout` (a format's layout pass)."""
+        return LAYOUT_AS.get(mode, mode) in MODES
 
     def adapter(self) -> CausalLMAdapter:
         return ForcedAdapter(self.model)

@@ -26,8 +26,9 @@ class PageModel(Protocol):
     trainable: bool  # `python -m treedec train` continues it
     forced: bool  # every token forced to the page's ground truth (treedec.models.forced); its adapter says so too
 
-    def prompt(self, image: Image.Image, mode: str) -> Prompt:
-        """What the engine prefills for a page in prompt mode `mode` (flat, tree, crop, ...)."""
+    def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
+        """What the engine prefills for a page in prompt mode `mode` (flat, tree, crop, ...); a
+        crop's `category` (its region's) where the model's crop prompt depends on it."""
 
     def has_prompt(self, mode: str) -> bool:
         """Whether the model can be asked in prompt mode `mode` (a checkpoint trained without

@@ -127,7 +127,7 @@ class VLM:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
         return image_prompt_ids(self.tokenizer, self.spec.image_tokens) + [self.tokenizer.vocab[MODES[mode]]]
 
-    def prompt(self, image: Image.Image, mode: str) -> Prompt:
+    def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
         return Prompt(self.prompt_ids(mode), {"pixel_values": pixels([image], self.spec.image_size)})
 
     def generate_inputs(self, prompt: Prompt) -> dict:

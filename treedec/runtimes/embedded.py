@@ -50,7 +50,8 @@ class EmbeddedRuntime:
         return samples  # the engine asks the strategy's draft source step by step
 
     def prompt(self, vlm, strategy: Strategy, sample: Sample):
-        return vlm.prompt(sample.image, strategy.mode)
+        category = getattr(sample, "category", None)  # a crop's region: the format's crop prompt for it
+        return vlm.prompt(sample.image, strategy.mode, category) if category else vlm.prompt(sample.image, strategy.mode)
 
     def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None,
                log: PassLog | None = None) -> Iterator[PageDecoding]:

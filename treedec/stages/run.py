@@ -41,4 +41,4 @@ def _stages(runtime: Runtime, vlm, strategy: Strategy, samples, progress: bool, 
     pages = replace(strategy, before=None, after=None)  # the page decode: the same draft source, no stages
     if strategy.before is not None:
         return decode_drafted(runtime, vlm, strategy.before, pages, samples, progress, cold, on_record)
-    return read_after(runtime, vlm, strategy.after, pages, samples, progress, on_record)
+    return read_after(runtime, vlm, strategy.after, pages, samples, progress, on_record, cold)

@@ -94,10 +94,6 @@ def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer, fmt: Format | N
     return strategy.with_format(fmt) if fmt is not None else strategy
 
 
-# strategies that speak treedec's format only, for now (their stages build treedec text)
-TREEDEC_ONLY = ("crops",)
-
-
 @dataclass
 class Strategy:
     name: str
@@ -117,6 +113,9 @@ class Strategy:
     needs: tuple[str, ...] = ()  # format capabilities it needs beyond a fork rule's `forks` (hsd: block_text)
     format: Format = field(default_factory=lambda: get_format("treedec"))  # the output format it speaks
     speaks: tuple[Any, ...] = ()  # its parts that write the format too (hsd's page drafter): `with_format` sets their `fmt`
+    # (itself, a format) -> itself rebuilt to speak that format, or None (spoken as any strategy is): `crops`, whose
+    # stages are the format's (`treedec.strategies.crops_regions`), hsd in a two-stage format (its crops speculated)
+    respeak: Callable[["Strategy", Format], "Strategy | None"] | None = None
 
     def with_format(self, fmt: Format) -> "Strategy":
         """This strategy speaking `fmt`: its targets, drafts and parsing in that format; refused in
@@ -124,12 +123,13 @@ class Strategy:
         page-mode strategy a page prompt)."""
         for need in (("forks",) if self.fork_rule else ()) + self.needs:
             require(fmt, need, self.name)
+        spoken = self.respeak(self, fmt) if self.respeak is not None else None
+        if spoken is not None:
+            return spoken
         if fmt.two_stage and self.mode == "flat":
             raise UserError(f"strategy={self.name} reads the whole page, which format {fmt.name!r} does not (its "
                             f"layout comes from {'a detector' if fmt.detector_layout else 'a layout pass'}, its "
                             "text from crop reads): use strategy=crops")
-        if fmt.name != "treedec" and any(self.name.startswith(n) for n in TREEDEC_ONLY):
-            raise UserError(f"strategy={self.name} speaks only format 'treedec' so far; got model.format={fmt.name}")
         for part in self.speaks:
             part.fmt = fmt
         return replace(self, format=fmt)

@@ -1,5 +1,8 @@
 """Crops: the decoupled two-stage parse of MinerU2.5 and PaddleOCR-VL, built from treedec's
-parts, the baseline users pick today instead of a tree decode.
+parts, the baseline users pick today instead of a tree decode. This file is `crops` in
+treedec's format; in any other format its stages are the format's
+(`treedec.strategies.crops_regions`: the format's layout pass or a detector's layout, its crop
+prompts, the page built as a `Page`).
 
 Stage 1 is the model's layout pass on the whole page: PaDoc's layout stream (prompt mode
 `tree`) decoded alone, no branch forked, so its tokens are those of `padoc`'s layout stream.
@@ -14,14 +17,18 @@ reading; the run's `forward_passes` counts the layout run's passes and the crops
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from treedec.data.sample import Sample
 from treedec.engine.page_decoding import PageDecoding
 from treedec.formats import Format
 from treedec.graph import DecodingGraph
 from treedec.page import Page
 from treedec.serialize import BLOCK, CHILD, EOS, block_layout, parse_flat
+from treedec.records import page_record
 from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.strategies.crop_read import UNREAD, crop_target, region_truth
+from treedec.strategies.crops_regions import add_reads, format_crops
 from treedec.strategies.hsd_stage1 import model_grid, stage1_crop
 from treedec.tokenizer import Tokenizer
 
@@ -46,20 +53,34 @@ def crops_target(page: Page, tok: Tokenizer, prompt: list[int], fmt: Format | No
 
 
 class ReadCrops:
-    """The stage after the layout pass (`Strategy.after`, `treedec.strategies.stages.AfterDecoding`):
-    which regions of a decoded page are read from their crops, by what (`reader`), and how
-    the readings go back into the page (`splice`)."""
+    """The stage after the layout pass in treedec's format (`Strategy.after`,
+    `treedec.strategies.stages.AfterDecoding`): which regions of a decoded page are read from
+    their crops, by what (`reader`), and how the readings go back into the page (`record`: spliced
+    as the branches of their `<FORK>`s)."""
+
+    decodes_pages = True
+    cache_dir = None
 
     def __init__(self, tok: Tokenizer):
         self.tok = tok
-        self.reader = Strategy("crops_read", "crop", tok, crop_target)
+        self._reader = Strategy("crops_read", "crop", tok, crop_target)
 
-    def regions(self, vlm, graph: DecodingGraph, sample) -> list[tuple[int, Sample]]:
-        """(index of the region's `<FORK>` in the layout stream, the region's crop) for each
-        region of the decoded layout that holds content."""
-        tok, image = self.tok, sample.image
+    def prepare(self, vlm, samples, cache_dir, progress: bool) -> None:
+        return None
+
+    def layout_drafts(self, known, sample) -> list[list[int]]:
+        return []
+
+    def reader(self, vlm) -> Strategy:
+        return self._reader
+
+    def regions(self, vlm, r: PageDecoding, known=None) -> list[tuple[int, Sample, list[list[int]]]]:
+        """(index of the region's `<FORK>` in the layout stream, the region's crop, no drafts) for
+        each region of the decoded layout that holds content."""
+        tok, sample = self.tok, r.sample
+        image = sample.image
         grid = model_grid(vlm, image)
-        root = graph[0]
+        root = r.graph[0]
         out, head = [], []
         for i in range(root.prompt_len, len(root.tokens)):
             t = root.tokens[i]
@@ -71,11 +92,12 @@ class ReadCrops:
                 block = parse_flat(BLOCK + tok.decode(head) + CHILD + EOS, image.width, image.height).page.blocks[0]
                 if block.category not in UNREAD:
                     out.append((i, Sample(f"{sample.name}#{len(out)}", region_truth(sample.page, block.bbox),
-                                          stage1_crop(image, block.bbox, grid))))
+                                          stage1_crop(image, block.bbox, grid)), []))
         return out
 
-    def splice(self, r: PageDecoding, crops: list[tuple[int, PageDecoding]]) -> None:
+    def record(self, r: PageDecoding, crops: list[tuple[int, PageDecoding]], strategy: Strategy, known=None):
         splice(r, crops, self.tok)
+        return page_record(r, strategy)
 
 
 def splice(r: PageDecoding, crops: list[tuple[int, PageDecoding]], tok: Tokenizer) -> None:
@@ -94,13 +116,20 @@ def splice(r: PageDecoding, crops: list[tuple[int, PageDecoding]], tok: Tokenize
             rows.append((child.id, c))
             r.flags += [f"crop {k + 1}: {f}" for f in c.flags]
         g.finish(child.id)
-    longest = max((c.steps for _, c in rows), default=0)
-    r.timeline += [[sid for sid, c in rows if c.steps > j] for j in range(longest)]
-    r.steps += longest
+    add_reads(r, rows)
+
+
+def in_format(strategy: Strategy, fmt: Format) -> Strategy:
+    """`crops` speaking `fmt`: treedec's own as above, any other's stages the format's
+    (`treedec.strategies.crops_regions`)."""
+    if fmt.name == "treedec":
+        return replace(strategy, format=fmt)
+    return format_crops(strategy.name, strategy.tokenizer, fmt)
 
 
 @STRATEGIES.register("crops")
 def crops(tokenizer: Tokenizer) -> Strategy:
-    """MinerU2.5 / PaddleOCR-VL's two-stage parse: the layout pass on the page, then every
-    region of every page read from its own crop, the crops in one batch."""
-    return Strategy("crops", "tree", tokenizer, crops_target, after=ReadCrops(tokenizer))
+    """MinerU2.5 / PaddleOCR-VL's two-stage parse: the layout pass on the page (or, in a format
+    without one, a detector's layout), then every region of every page read from its own crop,
+    the crops in one batch."""
+    return Strategy("crops", "tree", tokenizer, crops_target, after=ReadCrops(tokenizer), respeak=in_format)

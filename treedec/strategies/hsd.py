@@ -34,9 +34,12 @@ from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.engine.engine import PENDING
 from treedec.errors import UserError
+from treedec.formats import Format, get_format
 from treedec.ocr.drafters import Drafters
 from treedec.page import Page
 from treedec.strategies.base import STRATEGIES, Strategy, options_of
+from treedec.strategies.crops_regions import CropDrafts, format_crops
+from treedec.strategies.draft_pages import draft_pages
 from treedec.strategies.hsd_stage1 import CropReads, crop_blocks, crop_reading, model_grid, stage1_mode
 from treedec.strategies.hsd_stream import drafted_beside
 from treedec.strategies.mtp import with_mtp
@@ -44,19 +47,6 @@ from treedec.strategies.speculation import fork_base
 from treedec.strategies.stages import Drafted
 from treedec.tokenizer import Tokenizer
 from treedec.training.examples import snap_box
-
-
-def _draft_pages(samples, source: str, cache_dir: str | None, ocr=None, progress: bool = True, drafters=None) -> dict:
-    if source == "oracle":  # ground truth as drafts: an upper bound, for analysis
-        return {s.name: s.page for s in samples if s.page is not None}
-    if source != "pipeline":  # a folder of drafts made beforehand (`python -m treedec draft`)
-        from treedec.ocr.folder import read_drafts
-
-        return read_drafts(samples, source)
-    from treedec.ocr.cache import draft_pages
-
-    return draft_pages([s for s in samples if s.image is not None], cache_dir, config=ocr, progress=progress,
-                       drafters=drafters)
 
 
 class TwoStages:
@@ -74,6 +64,7 @@ class TwoStages:
         self.workers, self.ahead = options.draft_workers, options.draft_ahead
         self.beside = self.workers > 0 and self.source == "pipeline"
         self.drafters = Drafters()  # this strategy's pipeline drafter and worker pools: models load once for its runs
+        self.fmt = get_format("treedec")  # the format stage 1's crop reads are written in (`Strategy.with_format`)
 
     def drafted(self, vlm, samples, cache_dir: str | None, beside: bool, progress: bool = True) -> Iterator:
         """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
@@ -82,7 +73,7 @@ class TwoStages:
             for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr, self.drafters):
                 yield item if item is PENDING else self._fitted(vlm, *item)
             return
-        pages = _draft_pages(samples, self.source, cache_dir, self.ocr, progress, self.drafters)
+        pages = draft_pages(samples, self.source, cache_dir, self.ocr, progress, self.drafters)
         for s in samples:
             yield self._fitted(vlm, s, pages.get(s.name))
 
@@ -93,7 +84,7 @@ class TwoStages:
         return Drafted(sample, page, cost, grid)
 
     def stage1(self, vlm) -> CropReads | None:
-        return CropReads(self.tok, self.matcher, vlm, self.adaptive) if self.with_stage1 else None
+        return CropReads(self.tok, self.matcher, vlm, self.adaptive, self.fmt) if self.with_stage1 else None
 
     def use(self, vlm, d: Drafted, readings: list, source) -> dict[str, Any]:
         """The page's drafts for stage 2, handed to the run's `source`: with stage 1, a copy of its
@@ -143,6 +134,19 @@ def on_grid(page, grid: int):
         x1, y1, x2, y2 = snap_box(b.bbox, grid)
         b.bbox = (float(x1), float(y1), float(min(x2, page.width)), float(min(y2, page.height)))
     return page
+
+
+def two_stage_hsd(strategy: Strategy, fmt: Format, o: "HSDOptions", matcher: NgramMatcher) -> Strategy | None:
+    """hsd in a two-stage format (None: any other, spoken as a strategy speaks it): its baseline
+    `crops`, each crop read (and the layout pass, where the format has one) speculated from the
+    page's drafts (`treedec.strategies.crops_regions`)."""
+    if not fmt.two_stage:
+        return None
+    if o.base != "sequential" or o.mtp or o.relaxed_threshold is not None:
+        raise UserError(f"strategy={strategy.name} in format {fmt.name!r} speculates its crop reads (base crops): "
+                        "strategy.base=sequential, mtp=false and no relaxed_threshold there")
+    drafts = CropDrafts(o.drafts, o.cache_dir, ocr_config(o.ocr), matcher, o.draft_len == "adaptive")
+    return format_crops(strategy.name, strategy.tokenizer, fmt, drafts)
 
 
 @dataclass
@@ -212,8 +216,9 @@ def _hsd(tokenizer: Tokenizer, name: str, options: dict, **preset) -> Strategy:
     strategy = fork_base(tokenizer, o.base, name, o.base_options)
     pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
     strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
-    strategy.needs, strategy.speaks = ("block_text",), (pages,)  # drafts matched on the format's text
     strategy.before = TwoStages(tokenizer, o, matcher)
+    strategy.needs, strategy.speaks = ("block_text",), (pages, strategy.before)  # drafts matched on the format's text
+    strategy.respeak = lambda s, fmt: two_stage_hsd(s, fmt, o, matcher)
     if o.mtp:  # page drafts where they match, MTP where they do not
         with_mtp(strategy, o.k, o.head)
     if o.relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's

@@ -2,7 +2,8 @@
 (`stage1_crop`: on the model's patch grid where it has one) and read by the target model
 (prompt mode `crop`; on a checkpoint without a crop prompt, its page prompt `flat`: the crop
 read as a small page, its blocks' content the region's reading, `stage1_mode`) with the
-region's draft as speculation. `CropReads` is one run's stage 1 (`treedec.strategies.stages.Stage1`):
+region's draft as speculation, written as the run's format writes a crop read or a page.
+`CropReads` is one run's stage 1 (`treedec.strategies.stages.Stage1`):
 the strategy that reads the crops and the crops of each drafted page; `treedec.stages` runs it."""
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.page import Block, Page
-from treedec.serialize import EOS, page_to_flat
+from treedec.formats import Format, get_format
+from treedec.serialize import EOS
 from treedec.strategies.base import Strategy
 from treedec.strategies.crop_read import crop_target, region_truth
 from treedec.strategies.sequential import flat_target
@@ -21,22 +23,26 @@ from treedec.training.examples import CROP_CATEGORIES, crop_image, snap_box
 
 
 class CropReads:
-    def __init__(self, tok: Tokenizer, matcher: NgramMatcher, vlm, adaptive: bool):
-        self.tok, self.mode = tok, stage1_mode(vlm)
+    def __init__(self, tok: Tokenizer, matcher: NgramMatcher, vlm, adaptive: bool, fmt: Format | None = None):
+        self.tok, self.mode, self.fmt = tok, stage1_mode(vlm), fmt or get_format("treedec")
         drafts = SequenceDrafter(matcher)
         self.strategy = Strategy("hsd_stage1", self.mode, tok, crop_target if self.mode == "crop" else flat_target,
-                                 drafter=AdaptiveLength(drafts, matcher.max_depth) if adaptive else drafts)
+                                 drafter=AdaptiveLength(drafts, matcher.max_depth) if adaptive else drafts,
+                                 format=self.fmt)
 
     def crops(self, vlm, d: Drafted) -> list[tuple[Sample, list[list[int]]]]:
         """The crops of a drafted page's regions that hold content (`crop_blocks`), in reading
-        order, each with its drafts: its region's draft as a token sequence."""
+        order, each with its drafts: its region's draft as a token sequence, written as the
+        format's crop read (`Format.crop_text`) or page (`page_draft`) writes it."""
         s = d.sample
         if d.page is None or s.image is None:
             return []
         out = []
         for k, b in crop_blocks(d.page, numbered=True):
-            crop = Sample(f"{s.name}#{k}", region_truth(s.page, b.bbox), stage1_crop(s.image, b.bbox, d.grid))
-            out.append((crop, [self.tok.encode(b.content if self.mode == "crop" else page_draft(b)) + [self.tok.eos_id]]))
+            crop = Sample(f"{s.name}#{k}", region_truth(s.page, b.bbox), stage1_crop(s.image, b.bbox, d.grid),
+                          category=b.category)
+            text = self.fmt.crop_text(b) if self.mode == "crop" else page_draft(b, self.fmt)
+            out.append((crop, [self.tok.encode(text) + [self.tok.eos_id]]))
         return out
 
 
@@ -53,10 +59,13 @@ def stage1_mode(vlm) -> str:
     return "crop" if vlm.has_prompt("crop") else "flat"
 
 
-def page_draft(block) -> str:
-    """A draft block as the flat form of a page holding it alone (what a crop read with the page
-    prompt is drafted by), its box drafted as the whole crop; its end token left to the caller."""
-    return page_to_flat(Page(1, 1, [Block(block.category, (0.0, 0.0, 1.0, 1.0), block.content)]))[: -len(EOS)]
+def page_draft(block, fmt: Format | None = None) -> str:
+    """A draft block as `fmt` (None: treedec's flat form) writes a page holding it alone (what a
+    crop read with the page prompt is drafted by), its box drafted as the whole crop; its end
+    token left to the caller."""
+    fmt = fmt or get_format("treedec")
+    text = fmt.render(Page(1, 1, [Block(block.category, (0.0, 0.0, 1.0, 1.0), block.content)]))
+    return text.removesuffix(fmt.eos_text) if fmt.eos_text else text
 
 
 def crop_reading(rec, mode: str) -> str:

@@ -8,8 +8,9 @@ their figures into one run.
   drafted regions read from their crops, one `runtime.run`), then each page's drafts, refined
   by its crops' readings, handed to the run's draft source before the page decode
   (`Strategy.for_run`: every run has a source of its own).
-- `AfterDecoding` (`crops`): after the page decode (the layout pass), every region of each
-  page read from its crop (one `runtime.run`), the readings spliced into the page.
+- `AfterDecoding` (`crops`): after the page decode (the layout pass; none where the layout is a
+  detector's), every region of each page read from its crop (one `runtime.run`), the page made
+  of the readings.
 """
 from __future__ import annotations
 
@@ -57,12 +58,28 @@ class BeforeDecoding(Protocol):
 
 
 class AfterDecoding(Protocol):
-    reader: Any  # the `treedec.strategies.base.Strategy` that reads a region's crop
+    decodes_pages: bool  # the pages are decoded first (a layout pass); else their layout is a detector's (`prepare`)
+    cache_dir: str | None  # the draft cache folder the config names; None: the run's own (cold: an empty one)
 
-    def regions(self, vlm, graph, sample) -> list[tuple[int, Any]]:
-        """(where in the page's root stream the region's branch forks, the region's crop
-        sample) for each region of a decoded page to read."""
+    def prepare(self, vlm, samples: list, cache_dir: str | None, progress: bool) -> Any:
+        """What is known of the pages before any model runs (no model: draft pages, a detector's
+        layouts; None: nothing), handed to the calls below."""
 
-    def splice(self, result, reads: list[tuple[int, Any]]) -> None:
-        """Each region's reading (`(fork index, its PageDecoding)`) into the decoded page
-        (`treedec.engine.page_decoding.PageDecoding`), its steps and timeline extended."""
+    def detected(self, strategy: Any, samples: list) -> Any:
+        """Where `decodes_pages` is false: the pages as a `treedec.records.RunResult` of no model run
+        (each page's decoding an empty graph that its crops' reads join)."""
+
+    def layout_drafts(self, known: Any, sample) -> list[list[int]]:
+        """Drafts of the page's layout pass, as token sequences ([]: none)."""
+
+    def reader(self, vlm) -> Any:
+        """The `treedec.strategies.base.Strategy` that reads a region's crop on `vlm`."""
+
+    def regions(self, vlm, decoding, known: Any) -> list[tuple[int, Any, list[list[int]]]]:
+        """(where the region goes back into the page, the region's crop sample, the crop's drafts)
+        for each region of a page (`decoding`: its layout pass, or its empty graph) to read."""
+
+    def record(self, result, reads: list[tuple[int, Any]], strategy: Any, known: Any) -> Any:
+        """The page's `treedec.records.PageRecord` from its decoding (`result`,
+        `treedec.engine.page_decoding.PageDecoding`: its steps and timeline extended) and each
+        region's reading (`(where, its PageDecoding)`)."""
