@@ -12,7 +12,8 @@ page tree and the crops' reads forced on both runtimes alike (`vllm_forced.py`: 
 still picks every letter), and give the embedded engine's ids, every stream of every page
 and crop. vLLM refuses custom logits processors beside speculative decoding, so that is a
 second engine per family, closed after its runs. `check runtime=vllm` on the command line:
-vLLM's ids against transformers' `generate`, per page."""
+vLLM's ids against transformers' `generate`, per page. A crop is asked its region's crop prompt
+(paddleocr's `Table Recognition:` ...) on vLLM as on the embedded engine (no engine started)."""
 import json
 import re
 import subprocess
@@ -375,3 +376,95 @@ def test_a_prompt_vllm_expanded_into_other_ids_is_flagged():
     _check_prompt(page, root.id, [1, 5, 5, 2])
     (flag,) = page.record.flags
     assert flag.startswith("vllm: stream 0 (root)") and "(4 / 5 ids, first difference at 3)" in flag
+
+
+# a crop's prompt per category (format paddleocr's crop prompts): the words each category's prompt says
+CROP_PROMPTS = {"table": "Table Recognition:", "text": "OCR:", "equation_isolated": "Formula Recognition:"}
+
+
+@pytest.fixture(scope="module")
+def paddleocr_crops(tmp_path_factory):
+    """paddleocr_vl's replica in format paddleocr (its crop prompts per category), a crop reader on it."""
+    pytest.importorskip("treedec.models.checkpoint_vlm", reason="the loader of real checkpoints is not in this checkout")
+    from treedec.models.loader import load_model
+    from treedec.models.replicas import build_replica
+    from treedec.strategies.base import Strategy
+    from treedec.strategies.crop_read import crop_target
+
+    vlm = load_model(build_replica("paddleocr_vl", tmp_path_factory.mktemp("paddleocr_vl_crops"), "paddleocr"),
+                     fmt="paddleocr")
+    return vlm, Strategy("crops_read", "crop", vlm.tokenizer, crop_target)
+
+
+class AddedRequests:
+    """Stands for vLLM's engine in a runner: keeps the requests added (no engine started)."""
+
+    def __init__(self):
+        self.added: list[dict] = []
+
+    def add_request(self, rid, prompt, params):
+        self.added.append(prompt)
+
+
+def one_placeholder(ids: list[int], image_id: int) -> list[int]:
+    """`ids` with each run of image tokens (an image expanded) folded back to one placeholder."""
+    return [t for i, t in enumerate(ids) if t != image_id or i == 0 or ids[i - 1] != image_id]
+
+
+def test_a_crop_is_asked_its_categorys_prompt_on_vllm(paddleocr_crops):
+    """runtime=vllm's runner admits a table crop, a text crop and a formula crop each with its
+    category's crop prompt: the graph's root holds the embedded engine's prompt ids for the
+    same sample, and the request vLLM is given is those ids with the image folded to one
+    placeholder (before: every crop was asked the format's default crop prompt, `OCR:`)."""
+    _vllm_or_skip()
+    from types import SimpleNamespace
+
+    from treedec.data.sample import Sample
+    from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.runtimes.vllm_engine import VLLMConfig
+    from treedec.runtimes.vllm_runner import VLLMRunner
+
+    vlm, strategy = paddleocr_crops
+    engine, image_id = AddedRequests(), vlm.tokenizer.image_id
+    runner = VLLMRunner(SimpleNamespace(engine=engine, drafts=None), vlm, strategy, VLLMConfig(max_new_tokens=4))
+    requests = {}
+    for category, words in CROP_PROMPTS.items():
+        crop = Sample(f"p#{category}", None, page(), category=category)
+        embedded = EmbeddedRuntime().prompt(vlm, strategy, crop).ids
+        runner._admit(crop.name, crop.image, crop, 0.0)
+        (admitted,) = [p for p in runner.active.values() if p.record.name == crop.name]
+        assert admitted.graph[0].tokens == embedded, category
+        request = engine.added[-1]["prompt_token_ids"]
+        assert request.count(image_id) == 1 < embedded.count(image_id), category  # one placeholder, vLLM expands it
+        assert request == one_placeholder(embedded, image_id), category
+        assert words in vlm.tokenizer.decode(request), category
+        requests[category] = request
+    assert len({tuple(r) for r in requests.values()}) == len(CROP_PROMPTS)  # each crop its own prompt
+
+
+def test_hsd_crop_drafts_are_headed_by_their_categorys_prompt(paddleocr_crops):
+    """vLLM's draft store (`vllm_hsd.write_drafts`): a crop's drafts are headed by the tail of
+    its own category's prompt, the ids its request ends with, so the proposer matches them from
+    the crop's first step (a window reaching back into the category's words)."""
+    from types import SimpleNamespace
+
+    from treedec.data.sample import Sample
+    from treedec.drafters.ngram import NgramMatcher
+    from treedec.drafters.page_drafts import SequenceDrafter
+    from treedec.runtimes.vllm_hsd import write_drafts
+    from treedec.runtimes.vllm_prompts import page_prompt
+
+    vlm, strategy = paddleocr_crops
+    w = 25  # the window reaches back over every category's words (their prompts: 26 to 35 ids here)
+    drafter = SequenceDrafter(NgramMatcher(w_max=w))
+    crops = [Sample(f"p#{c}", None, page(), category=c) for c in CROP_PROMPTS]
+    for k, crop in enumerate(crops):
+        drafter.use(crop.name, [[100 + k, 101 + k]])
+    written = []
+    store = SimpleNamespace(write=lambda seqs, w_min, w_max: written.extend(seqs))
+    write_drafts(store, vlm, SimpleNamespace(drafter=drafter, mode="crop"), crops)
+    assert len(written) == len(crops)
+    for crop, seq in zip(crops, written):
+        served = page_prompt(vlm, "crop", crop.image, crop.category).served
+        assert seq[:w] == served[-w:] and seq[w:] == drafter.seqs[crop.name][0], crop.category
+        assert CROP_PROMPTS[crop.category] in vlm.tokenizer.decode(seq[:w]), crop.category

@@ -81,7 +81,10 @@ def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm, engines: VLLMEngi
 def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples) -> None:
     """Write the drafts of `samples` that the strategy's draft source knows ahead (its
     `sequences`: HSD's pages, handed to it by `treedec.stages` before this run, or stage 1's
-    crops) to the engine's draft store."""
+    crops) to the engine's draft store, each headed by its own prompt's tail (a crop's: its
+    category's crop prompt)."""
     source = strategy.drafter
     m = source.matcher
-    store.write(source.sequences([s.name for s in samples], text_prompt_ids(vlm, strategy.mode)), m.w_min, m.w_max)
+    category = [getattr(s, "category", None) for s in samples]
+    heads = {c: text_prompt_ids(vlm, strategy.mode, c) for c in set(category)}
+    store.write([q for s, c in zip(samples, category) for q in source.sequences([s.name], heads[c])], m.w_min, m.w_max)

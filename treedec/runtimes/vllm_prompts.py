@@ -8,7 +8,9 @@ Two kinds of model: treedec's own VLM (`ServedPageModel`: its prompt is the imag
 then the mode token, one `<image>` for vLLM, the page on its square canvas) and a
 checkpoint of a real architecture (anything with the chat-template prompt `prompt_text(mode)`
 and the image-expanded `prompt(image, mode)`: `treedec.models.checkpoint_vlm.CheckpointVLM`),
-served from its own folder, the page given to vLLM's processor as it is."""
+served from its own folder, the page given to vLLM's processor as it is. A crop's `category`
+(`Sample.category`, its region's) is asked of both, as the embedded engine asks it
+(`EmbeddedRuntime.prompt`): a format's crop prompt per category (paddleocr's `Table Recognition:`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ from typing import Any
 from PIL import Image
 
 from treedec.errors import UserError
-from treedec.models.page_model import ServedPageModel
+from treedec.models.page_model import ServedPageModel, sample_prompt
 
 
 @dataclass
@@ -28,22 +30,22 @@ class PagePrompt:
     image: Any  # the page as vLLM's processor takes it
 
 
-def page_prompt(vlm, mode: str, image: Image.Image) -> PagePrompt:
+def page_prompt(vlm, mode: str, image: Image.Image, category: str | None = None) -> PagePrompt:
     if isinstance(vlm, ServedPageModel):
         from treedec.models.vlm import canvas
 
-        ids = vlm.prompt_ids(mode)
+        ids = vlm.prompt_ids(mode)  # no prompt of treedec's own VLM depends on a crop's category
         return PagePrompt(ids, [vlm.tokenizer.image_id, *ids[-1:]], canvas(image, vlm.spec.image_size))
     image = image.convert("RGB")
-    return PagePrompt(vlm.prompt(image, mode).ids, text_prompt_ids(vlm, mode), image)
+    return PagePrompt(sample_prompt(vlm, image, mode, category).ids, text_prompt_ids(vlm, mode, category), image)
 
 
-def text_prompt_ids(vlm, mode: str) -> list[int]:
-    """Prompt ids whose tail (past the image) is every page's: what HSD's root drafts are
-    prefixed with (`vllm_hsd.write_drafts`)."""
+def text_prompt_ids(vlm, mode: str, category: str | None = None) -> list[int]:
+    """Prompt ids whose tail (past the image) is every page's (every crop's of `category`):
+    what HSD's root drafts are prefixed with (`vllm_hsd.write_drafts`)."""
     if isinstance(vlm, ServedPageModel):
         return vlm.prompt_ids(mode)
-    return vlm.tokenizer.encode(vlm.prompt_text(mode))
+    return vlm.tokenizer.encode(vlm.prompt_text(mode, category) if category else vlm.prompt_text(mode))
 
 
 def fold(prompt: PagePrompt, context: list[int], image_id: int) -> list[int] | None:
