@@ -39,6 +39,26 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: runs with -p no:xdist have no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N --dist loadfile` (opt-in: the README's `-n 2` is xdist's `load`, which splits a module
+    wherever a batch of tests ends and makes its module fixtures on both workers): a test module's
+    tests on one worker, and the vLLM modules (tests/test_vllm_*.py, whose session fixture
+    `vllm_engines` starts engines) all on one, so each engine starts once. (Their `xdist_group` marks
+    do nothing under pytest 9: xdist 3.8 names the group in `item._nodeid`, which pytest 9 no longer
+    reads.) Units with the most tests go first."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModulesAndVLLM(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return "vllm" if Path(module).name.startswith("test_vllm_") else module
+
+    return ModulesAndVLLM(config, log)
+
+
 def load_script(path: str):
     """A script of the repository (not a package module: scripts/, experiments/) imported by
     its path relative to the root, e.g. load_script("scripts/half_weights.py")."""
@@ -96,3 +116,21 @@ def vllm_engines():
     engines = VLLMEngines()
     yield engines
     engines.close()
+
+
+@pytest.fixture(scope="module")
+def pipeline_drafters():
+    """A test module's pipeline drafters (`treedec.ocr.drafters.Drafters`): each in-process drafter
+    and pool of drafting processes started (models loaded) once for the module, not once per HSD
+    strategy; give them to a strategy with `shared_drafters`."""
+    from treedec.ocr.drafters import Drafters
+
+    owner = Drafters()
+    yield owner
+    owner.close()
+
+
+def shared_drafters(strategy, drafters):
+    """`strategy` (an HSD one) drafting with `drafters` (the module's) instead of its own."""
+    strategy.before.drafters = drafters
+    return strategy

@@ -39,16 +39,21 @@ def test_multirun_writes_one_folder_per_job(tmp_path):
     assert pages == [3, 4]
 
 
-@pytest.mark.parametrize("args, says", [
+# caught by `validate` before Hydra starts: checked in this process (a `python -m treedec` costs seconds of imports)
+EARLY_MISTAKES = [
     (["depth", "data=nope"], "choose from: images, omnidocbench, synth"),
     (["depth", "bogus=1"], "unknown key 'bogus'"),
     (["depth", "data.page.bogus=1"], "keys there: width"),
-    (["depth", "data=omnidocbench", "data.root=/no/such/dir"], "is not a folder"),
     (["depth", "data=images"], "data.root must be set"),
-    (["depth", "data.seed=abc"], "data.seed must be a whole number, got 'abc'"),
-    (["depth", "data.pages=-2"], "data.pages must be >= 1"),
     (["depth", "data.page.footer_rule=maybe"], "data.page.footer_rule=maybe: Value 'maybe' is not a valid bool"),
     (["frobnicate"], "commands: depth"),
+    (["run", "runtime.bogus=1"], "bogus"),
+]
+# caught in the job, under Hydra: checked in a process of their own
+JOB_MISTAKES = [
+    (["depth", "data=omnidocbench", "data.root=/no/such/dir"], "is not a folder"),
+    (["depth", "data.seed=abc"], "data.seed must be a whole number, got 'abc'"),
+    (["depth", "data.pages=-2"], "data.pages must be >= 1"),
     # a model with no shipped checkpoint is never replaced by the shipped tiny one (issue 22)
     (["run", "model=qwen3_vl"], "model=qwen3_vl needs model.path=DIR"),
     (["train", "model=qwen3_vl"], "model=qwen3_vl needs model.path=DIR"),
@@ -57,16 +62,37 @@ def test_multirun_writes_one_folder_per_job(tmp_path):
     (["run", "runtime.max_pages=0"], "runtime.max_pages must be a whole number >= 1, got 0"),
     (["run", "runtime=vllm", "runtime.max_new_tokens=-1"], "runtime.max_new_tokens must be a whole number >= 1"),
     (["run", "runtime.attention=sparse"], "runtime.attention must be auto, blocked or dense"),
-    (["run", "runtime.bogus=1"], "bogus"),
-])
+]
+
+
+def _one_line(code, stderr, says):
+    assert code == 2
+    assert "Traceback" not in stderr
+    lines = [l for l in stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and says in lines[0], stderr
+
+
+@pytest.mark.parametrize("args, says", JOB_MISTAKES)
 def test_user_mistakes_are_one_line(args, says):
     r = _run(*args, check=False)
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and says in lines[0], r.stderr
+    _one_line(r.returncode, r.stderr, says)
 
 
-def test_list_names_groups_and_options():
-    r = _run("list")
-    assert "depth" in r.stdout and "omnidocbench" in r.stdout and "wandb" in r.stdout
+@pytest.mark.parametrize("args, says", EARLY_MISTAKES)
+def test_user_mistakes_caught_before_hydra_are_one_line(args, says, capsys, monkeypatch):
+    from treedec.cli import main
+
+    argv = list(sys.argv)
+    monkeypatch.setattr(sys, "argv", list(argv))  # restored after, even where Hydra was started
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert sys.argv == argv  # refused before Hydra started (it would have been handed the command line)
+    _one_line(e.value.code, capsys.readouterr().err, says)
+
+
+def test_list_names_groups_and_options(capsys):
+    from treedec.cli import main
+
+    main(["list"])
+    out = capsys.readouterr().out
+    assert "depth" in out and "omnidocbench" in out and "wandb" in out

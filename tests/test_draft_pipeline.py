@@ -11,6 +11,7 @@ from treedec.engine.engine import PENDING, Engine, EngineConfig
 from treedec.models.adapter import CausalLMAdapter
 from treedec.strategies.base import STRATEGIES
 
+from conftest import shared_drafters
 from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
 
 
@@ -72,7 +73,7 @@ def _pipeline_available():
 SEEDS = (1_000_003, 1_000_013, 1_000_030)  # held-out pages: tables, a figure, two columns
 
 
-def test_worker_drafts_equal_in_process_drafts_byte_for_byte(tmp_path):
+def test_worker_drafts_equal_in_process_drafts_byte_for_byte(tmp_path, pipeline_drafters):
     _pipeline_available()
     from treedec.io.omnidocbench import page_to_omnidocbench
     from treedec.ocr import draft_pages
@@ -80,9 +81,10 @@ def test_worker_drafts_equal_in_process_drafts_byte_for_byte(tmp_path):
 
     samples = [generate_page(s, SynthConfig()) for s in SEEDS]
     samples.insert(1, generate_page(7, SynthConfig(), render=False))  # no image: passed on, not dropped
-    here = draft_pages(samples[:1] + samples[2:], cache_dir=tmp_path / "here", progress=False)
+    here = draft_pages(samples[:1] + samples[2:], cache_dir=tmp_path / "here", progress=False,
+                       drafters=pipeline_drafters)
     src = Counted(samples)
-    queue = DraftQueue(src, workers=2, ahead=2, cache_dir=tmp_path / "pool")
+    queue = DraftQueue(src, workers=2, ahead=2, cache_dir=tmp_path / "pool", drafters=pipeline_drafters)
     assert src.read == 2  # back-pressure: no more than `ahead` read before anything is taken
     first = queue.take(wait=0.0)
     assert first is PENDING  # just submitted: a worker is still drafting it
@@ -97,16 +99,18 @@ def test_worker_drafts_equal_in_process_drafts_byte_for_byte(tmp_path):
     here_files = {p.name: p.read_bytes() for p in (tmp_path / "here").glob("*.json")}
     pool_files = {p.name: p.read_bytes() for p in (tmp_path / "pool").glob("*.json")}
     assert len(here_files) == 3 and here_files == pool_files
-    again = list(DraftQueue(samples, workers=2, ahead=2, cache_dir=tmp_path / "pool"))  # all cached now
+    again = list(DraftQueue(samples, workers=2, ahead=2, cache_dir=tmp_path / "pool",
+                            drafters=pipeline_drafters))  # all cached now
     assert all(c.cached for _, p, c in again if p is not None)
     assert [p for _, p, _ in again] == [p for _, p, _ in got]
 
 
 # --- padoc_hsd: drafter workers beside decoding -------------------------------------------------
 
-def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
+def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first(pipeline_drafters):
     """Same pages, token for token, same steps and stage-1 figures, drafts used (accepted and
-    rejected), each page's drafting cost reported; the shipped model, pipeline drafts."""
+    rejected), each page's drafting cost reported; the shipped model, pipeline drafts (the module's
+    drafters: in process for drafting first, its pool of two workers beside decoding)."""
     _pipeline_available()
     from omegaconf import OmegaConf
 
@@ -123,10 +127,12 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first():
     vlm = load_vlm(OmegaConf.create({"name": "tiny", "path": None}))
     samples = list(open_dataset({"name": "synth", "pages": 3, "seed": 1_000_100}, model_pages=vlm.pages))
     ecfg = EngineConfig(max_pages=2, max_new_tokens=512)
-    runs = {w: run_strategy(EmbeddedRuntime(ecfg), vlm, build_strategy({"name": "padoc_hsd", "draft_workers": w},
-                                                                        vlm.tokenizer), samples, progress=False,
-                            warmup=False) for w in (0, 1)}
-    first, beside = runs[0], runs[1]
+    runs = {}
+    for w in (0, 2):
+        strategy = build_strategy({"name": "padoc_hsd", "draft_workers": w}, vlm.tokenizer)
+        strategy = shared_drafters(strategy, pipeline_drafters)
+        runs[w] = run_strategy(EmbeddedRuntime(ecfg), vlm, strategy, samples, progress=False, warmup=False)
+    first, beside = runs[0], runs[2]
     assert [r.name for r in beside.records] == [s.name for s in samples]
     for a, b in zip(first.records, beside.records):
         assert vlm.tokenizer.encode(a.text) == vlm.tokenizer.encode(b.text)

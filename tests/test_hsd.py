@@ -13,6 +13,7 @@ from treedec.serialize import parse_flat
 from treedec.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import STRATEGIES, build_strategy
 
+from conftest import shared_drafters
 from engine_helpers import TOK, ForcedTree
 from lossless_helpers import corrupted, decode
 
@@ -165,7 +166,7 @@ def shipped_page():
 
 @pytest.mark.parametrize("name", ["hsd", "padoc_hsd"])
 @pytest.mark.parametrize("workers", [0, 1])
-def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, workers):
+def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, pipeline_drafters, name, workers):
     """HSD stage 1 decodes its crops on the run's own runtime, so their forwards are the run's.
     An engine run's forwards: one prefill per admitted page, then one per step, each page in
     every step until it ends (its `steps`: its prefill and those steps). On one page, its
@@ -179,7 +180,8 @@ def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, wo
     vlm, samples = shipped_page
     runs = {stage1: run_strategy(
         EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)), vlm,
-        build_strategy({"name": name, "stage1": stage1, "draft_workers": workers}, vlm.tokenizer), samples,
+        shared_drafters(build_strategy({"name": name, "stage1": stage1, "draft_workers": workers}, vlm.tokenizer),
+                        pipeline_drafters), samples,
         progress=False, warmup=False) for stage1 in (True, False)}
     [rec] = runs[True].records
     crops, s1 = rec.extra["stage1_crops"], rec.extra["stage1_steps"]
@@ -193,7 +195,7 @@ def test_stage1_forwards_count_in_the_runs_forward_passes(shipped_page, name, wo
         assert runs[False].before_s < 0.1 * runs[False].phases["draft"]
 
 
-def test_progress_bars_count_crops_in_stage1_and_stay_out_of_the_warm_up(shipped_page, capsys):
+def test_progress_bars_count_crops_in_stage1_and_stay_out_of_the_warm_up(shipped_page, pipeline_drafters, capsys):
     """HSD's stage-1 bar counts crops, not pages; the untimed warm-up (one page, the whole
     strategy) shows no bar of its own: no stray "drafting 1/1"."""
     from treedec.runtimes.embedded import EmbeddedRuntime
@@ -201,8 +203,9 @@ def test_progress_bars_count_crops_in_stage1_and_stay_out_of_the_warm_up(shipped
     vlm, samples = shipped_page
     two = samples + [copy.copy(samples[0])]
     two[1].name = "again"
-    run_strategy(EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)), vlm,
-                 build_strategy({"name": "hsd"}, vlm.tokenizer), two, progress=True, warmup=True)
+    hsd = shared_drafters(build_strategy({"name": "hsd"}, vlm.tokenizer), pipeline_drafters)
+    run_strategy(EmbeddedRuntime(EngineConfig(max_pages=64, max_new_tokens=512)), vlm, hsd, two, progress=True,
+                 warmup=True)
     err = capsys.readouterr().err
     assert "crop/s" in err or "s/crop" in err, err[-2000:]
     assert "drafting: 100%" in err and "1/1" not in err, err[-2000:]

@@ -93,11 +93,10 @@ def own_rows(model, graph, k: int) -> Rows:
     return Rows(torch.stack(hidden), torch.tensor(windows))
 
 
-@pytest.mark.parametrize("top", [1, 2])
-def test_a_fitted_head_drafts_and_stays_lossless(top):
-    """The real head module through the whole path: fitted briefly (`train_head`) on a random
-    model's own output for other prompts, its k-token chains are partly right on this one: the
-    same token ids as without drafts, drafts both accepted and rejected."""
+@pytest.fixture(scope="module")
+def fitted():
+    """A random model, a prompt, its plain padoc run, and the real head module fitted briefly
+    (`train_head`) on the model's own output for other prompts (made once for both `top`s)."""
     from types import SimpleNamespace
 
     model = tiny_llama(12)
@@ -109,6 +108,15 @@ def test_a_fitted_head_drafts_and_stays_lossless(top):
     rows = Rows(torch.cat([r.hidden for r in rows]), torch.cat([r.window for r in rows]))
     head, _ = train_head(SimpleNamespace(model=model), rows, MTPConfig(hidden=64, k=3), steps=300, lr=3e-3, batch=64,
                          progress=False)
+    return model, p, procs, plain, head
+
+
+@pytest.mark.parametrize("top", [1, 2])
+def test_a_fitted_head_drafts_and_stays_lossless(fitted, top):
+    """The real head module through the whole path (`fitted`): its k-token chains are partly right
+    on a prompt it was not fitted on: the same token ids as without drafts, drafts both accepted
+    and rejected."""
+    model, p, procs, plain, head = fitted
     strategy = build_strategy({"name": "hpd", "k": 3, "top": top}, TOK)
     strategy.drafter.model = MTPDraftModel.of(head, model)
     spec = _run(model, strategy, p, procs)

@@ -21,8 +21,8 @@ from treedec.errors import UserError
 from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal, resumes_in
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]  # the shipped tiny model (model=tiny, the default)
-KILLED_AT = 2
-pytestmark = pytest.mark.xdist_group("resume")  # one module fixture: its runs made once (--dist loadgroup)
+KILLED_AT = 4  # pages marked done when the run is killed: every readable page, in order
+KEPT = {"a_doc.p001", "a_doc.p002"}  # the pages still done once two of those are damaged (`folder`)
 
 
 def _run(data, out, *args, env=None):
@@ -43,11 +43,22 @@ def _stamps(out, names):
             if p.name.removesuffix(".md").removesuffix(".json").removesuffix(".omnidocbench") in names}
 
 
+def _half_write(out):
+    """What a kill can leave of the last pages: synth_0007002's JSON cut short (its journal line
+    present), synth_0007003 without its journal line (files written, line not), a temporary file."""
+    cut = out / "pages" / "synth_0007002.omnidocbench.json"
+    cut.write_bytes(cut.read_bytes()[:20])
+    lines = (out / FOLDER / JOURNAL).read_text().splitlines()
+    (out / FOLDER / JOURNAL).write_text("".join(ln + "\n" for ln in lines if '"synth_0007003"' not in ln))
+    (out / "pages" / ".synth_0007003.md.123.tmp").write_text("half")
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """An unreadable file first (never marked done: tried again in each sitting), then four synthetic
     pages: a two-page PDF (its pages the first done; documents/ read back) and two PNGs; an
-    uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order)."""
+    uninterrupted run of them; a run killed after KILLED_AT pages (1 in flight, so in order), its last
+    two pages then half-written (`_half_write`), and that run resumed."""
     root = tmp_path_factory.mktemp("resume")
     data = root / "in"
     data.mkdir()
@@ -58,22 +69,25 @@ def folder(tmp_path_factory):
         s.image.save(data / f"{s.name}.png")
     whole = _run(data, root / "whole")
     assert whole.returncode == 0, whole.stderr[-2000:]
-    killed = _run(data, root / "out", "runtime.max_pages=1", env={KILL_AFTER: str(KILLED_AT)})
+    out = root / "out"
+    killed = _run(data, out, "runtime.max_pages=1", env={KILL_AFTER: str(KILLED_AT)})
     assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL: no summary, nothing cleaned up
-    done = set(journal(root / "out"))
-    stamps = _stamps(root / "out", done)
-    resumed = _run(data, root / "out", "runtime.max_pages=4", "runtime.threads=2")  # concurrency may change
-    return {"root": root, "data": data, "done": done, "stamps": stamps, "resumed": resumed}
+    done = list(journal(out))
+    _half_write(out)
+    kept = set(journal(out))
+    stamps = _stamps(out, kept)
+    resumed = _run(data, out, "runtime.max_pages=4", "runtime.threads=2")  # concurrency may change
+    return {"root": root, "data": data, "done": done, "kept": kept, "stamps": stamps, "resumed": resumed}
 
 
 def test_killed_run_resumes_the_rest_and_equals_an_uninterrupted_one(folder):
     root, out = folder["root"], folder["root"] / "out"
-    assert folder["done"] == {"a_doc.p001", "a_doc.p002"}  # the kill came after the first two pages, in order
+    assert folder["done"] == ["a_doc.p001", "a_doc.p002", "synth_0007002", "synth_0007003"]  # the kill came after them, in order
     assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["resumed_pages"] == KILLED_AT and s["pages_decoded"] == 3 and s["pages"] == 5  # a_bad tried again
+    assert s["resumed_pages"] == len(KEPT) and s["pages_decoded"] == 3 and s["pages"] == 5  # a_bad tried again
     assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 3
-    assert len(folder["stamps"]) == 3 * KILLED_AT and _stamps(out, folder["done"]) == folder["stamps"]  # the earlier pages' files untouched
+    assert len(folder["stamps"]) == 3 * len(KEPT) and _stamps(out, KEPT) == folder["stamps"]  # the earlier pages' files untouched
     whole = _page_files(root / "whole")
     assert len(whole) == 10 and _page_files(out) == whole  # every page, byte for byte
     # documents and the inputs' figures cover all pages, the earlier ones read back from their files
@@ -89,21 +103,14 @@ def _copy(folder, name):
 
 
 def test_a_half_written_page_is_redone(folder):
-    out, whole = _copy(folder, "half"), _page_files(folder["root"] / "whole")
-    cut = out / "pages" / "a_doc.p001.omnidocbench.json"  # cut short, its journal line present
-    cut.write_bytes(cut.read_bytes()[:20])
-    lines = (out / FOLDER / JOURNAL).read_text().splitlines()  # a page whose journal line is missing
-    (out / FOLDER / JOURNAL).write_text("".join(ln + "\n" for ln in lines if '"a_doc.p002"' not in ln))
-    (out / "pages" / ".a_doc.p002.md.123.tmp").write_text("half")  # a temporary file a kill left
-    kept = {n for n in journal(out)}
-    assert kept == {"synth_0007002", "synth_0007003"}
-    stamps = _stamps(out, kept)
-    assert len(stamps) == 6
-    r = _run(folder["data"], out)
-    assert r.returncode == 0, r.stderr[-2000:]
+    """The killed run's half-written pages (`_half_write`: a file cut short, a journal line missing,
+    a temporary file) are not done; the resumed run redoes them, the other pages untouched."""
+    out, whole = folder["root"] / "out", _page_files(folder["root"] / "whole")
+    assert folder["kept"] == KEPT and len(folder["stamps"]) == 6  # synth_0007002 (cut), synth_0007003 (no line): not done
+    assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["resumed_pages"] == 2 and s["pages_decoded"] == 3
-    assert _page_files(out) == whole and _stamps(out, kept) == stamps
+    assert _page_files(out) == whole and _stamps(out, KEPT) == folder["stamps"]
     assert not list((out / "pages").glob(".*.tmp"))
 
 

@@ -69,8 +69,10 @@ def test_a_sweep_resumes_only_what_is_missing(tmp_path):
 
 def test_run_sweep_is_seeded_and_resumes(tmp_path):
     """The same config twice (two folders) gives the same pages and the same figures, timings
-    aside; rerun into the same folder, nothing is decoded."""
-    sweep = ["run", "-m", *TINY, *PAGES, "strategy=padoc,sequential", "data.pages=2"]
+    aside; rerun into the same folder, nothing is decoded. Every job in the sweep's process
+    (fresh_process=false: jobs that share a process start from their seed; a process a job, the
+    default: tests/test_experiments.py's rerun of the smoke sweep)."""
+    sweep = ["run", "-m", *TINY, *PAGES, "strategy=padoc,sequential", "data.pages=2", "fresh_process=false"]
     a, b = tmp_path / "a", tmp_path / "b"
     _treedec(*sweep, f"out={a}")
     _treedec(*sweep, f"out={b}")
