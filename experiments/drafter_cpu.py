@@ -4,7 +4,11 @@ PYTHONPATH, is measured the same way), ONNX Runtime's defaults of that version (
 thread); the process's user + sys CPU, start-up and model loading included, over the pages.
 Run it on a quiet machine (docs/results.md, "Where the drafter's CPU goes").
 
-    python experiments/drafter_cpu.py DIR [--out FILE.json]
+    python experiments/drafter_cpu.py DIR [--ocr JSON] [--pages 0:6] [--out FILE.json]
+
+`--ocr` sets the drafter's options (version 4's drafts: '{"int8_det": false, "int8_rec": false,
+"rec_squeeze": 1.0}'). The int8 models are made on the drafter's first use on a machine (a few
+CPU-s, once, into ~/.cache/treedec/models): run once before measuring.
 """
 from __future__ import annotations
 
