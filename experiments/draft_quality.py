@@ -109,6 +109,8 @@ def main() -> None:
     ap.add_argument("--layout-conf", type=float, default=PipelineConfig.layout_conf)
     ap.add_argument("--threads", type=int, default=PipelineConfig.threads)
     ap.add_argument("--no-tables", action="store_true", help="no table HTML (cell text only)")
+    ap.add_argument("--ocr", default="{}", help="more drafter options as JSON, e.g. '{\"int8_rec\": false}'")
+    ap.add_argument("--no-synth", action="store_true", help="real pages only")
     ap.add_argument("--out", default=str(ROOT / "runs" / "draft_quality.json"))
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -117,7 +119,7 @@ def main() -> None:
     from treedec.ocr.cache import default_cache_dir
 
     cfg = PipelineConfig(layout_conf=args.layout_conf, upscale_min_side=args.upscale_min_side,
-                         threads=args.threads, tables=not args.no_tables)
+                         threads=args.threads, tables=not args.no_tables, **json.loads(args.ocr))
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     (w, h), (cw, ch) = (tuple(int(v) for v in x.lower().split("x")) for x in (args.size, args.cell))
     page = {"width": w, "height": h, "cell": (cw, ch)}
@@ -129,7 +131,7 @@ def main() -> None:
         if page is None:
             sys.exit(f"error: {model} has no treedec.json: --model takes a checkpoint written by treedec train")
     synth = SynthDataset(pages=args.pages, seed=args.seed, page=page)
-    results = [score("synthetic", list(synth), cfg, cache_dir)]
+    results = [] if args.no_synth else [score("synthetic", list(synth), cfg, cache_dir)]
     real = Path(args.real)
     if not args.no_real and real.is_dir():
         results.append(score("omnidocbench_demo", list(OmniDocBenchDataset(str(real))), cfg, cache_dir))

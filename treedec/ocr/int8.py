@@ -1,0 +1,108 @@
+"""int8 copies of the drafter's ONNX models, made at first use into a cache folder.
+
+ONNX Runtime's static quantisation (`quantize_static`, QDQ format, int8 weights per output
+channel, uint8 activations) needs each activation's range. Those ranges were measured once,
+on text lines and pages of the first six OmniDocBench demo pages (by sorted name), with
+`experiments/int8_calibration.py`, and ship as small JSON tables in `int8_ranges/`: the
+quantised model is then a pure function of the shipped fp32 model, that table and the
+onnx / onnxruntime versions, all of which name its cache file. Nothing is downloaded.
+
+    path = int8_model(Path(".../PP-OCRv6_rec_small.onnx"))   # made once, then reused
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from treedec.errors import UserError
+
+MODEL_CACHE_ENV = "TREEDEC_MODEL_CACHE"
+RANGES = Path(__file__).parent / "int8_ranges"
+OPSET = 13  # per-channel QDQ needs opset 13; rapidocr's models are opset 11
+
+
+def default_model_cache() -> Path:
+    """`$TREEDEC_MODEL_CACHE`, else `~/.cache/treedec/models`."""
+    env = os.environ.get(MODEL_CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "treedec" / "models"
+
+
+def ranges_path(model: Path) -> Path:
+    """The shipped activation ranges of `model` (by its file name)."""
+    return RANGES / f"{model.stem}.json"
+
+
+def _digest(model: Path, ranges: Path) -> str:
+    import onnx
+    import onnxruntime
+
+    h = hashlib.sha256(model.read_bytes())
+    h.update(ranges.read_bytes())
+    h.update(f"onnx {onnx.__version__} onnxruntime {onnxruntime.__version__}".encode())
+    return h.hexdigest()[:12]
+
+
+def _require_onnx() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("onnx") is None:
+        raise UserError("the drafter's int8 models are made with the `onnx` package: pip install 'treedec[hsd]' "
+                        "(or set the drafter's int8_det / int8_rec options to false)")
+
+
+def int8_model(model: Path, cache_dir: str | Path | None = None, ranges: Path | None = None) -> Path:
+    """The int8 copy of the fp32 ONNX `model` (made on the first call, then read from
+    `cache_dir`, default `default_model_cache()`), with the activation ranges `ranges`
+    (default: the shipped table, `ranges_path(model)`)."""
+    model = Path(model)
+    ranges = Path(ranges) if ranges is not None else ranges_path(model)
+    if not ranges.is_file():
+        raise UserError(f"no int8 activation ranges ship for {model.name} (looked for {ranges})")
+    _require_onnx()
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_model_cache()
+    out = folder / f"{model.stem}-int8-{_digest(model, ranges)}.onnx"
+    if not out.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        _quantize(model, ranges, tmp)
+        os.replace(tmp, out)  # atomic: a drafter in another process never loads half a model
+    return out
+
+
+def _quantize(model: Path, ranges: Path, out: Path, inputs: list | None = None) -> None:
+    """`model` quantised into `out` with the activation ranges of the JSON table `ranges`;
+    with `inputs` (dicts of input name -> array), the ranges are measured on them and
+    written to `ranges` first."""
+    import onnx
+    from onnx import version_converter
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, items: list):
+            self._it = iter(items)
+
+        def get_next(self):
+            return next(self._it, None)
+
+    with tempfile.TemporaryDirectory(prefix="treedec-int8-") as tmp:
+        pre = Path(tmp) / "pre.onnx"
+        quant_pre_process(str(model), str(pre), skip_symbolic_shape=True)
+        onnx.save(version_converter.convert_version(onnx.load(str(pre)), OPSET), str(pre))
+        quantize_static(str(pre), str(out), None if inputs is None else Reader(inputs),
+                        calibration_cache_path=str(ranges), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax)
+
+
+def calibrate(model: Path, inputs: list, ranges: Path) -> None:
+    """Measure `model`'s activation ranges on `inputs` (dicts of input name -> array) into
+    the JSON table `ranges` (what `int8_model` reads), replacing it."""
+    _require_onnx()
+    ranges.parent.mkdir(parents=True, exist_ok=True)
+    ranges.unlink(missing_ok=True)  # quantize_static reads a table that is there instead of measuring
+    with tempfile.TemporaryDirectory(prefix="treedec-int8-") as tmp:
+        _quantize(Path(model), ranges, Path(tmp) / "q.onnx", inputs)
