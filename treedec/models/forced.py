@@ -24,7 +24,12 @@ strategy can be measured on real pages at real model sizes without a model that 
 
 - The prompt: the page's image tokens (as many as Qwen3-VL's processor gives the page at its
   resolution: 16-px patches merged 2 x 2, pixels kept within Qwen3-VL-2B-Instruct's range
-  [65536, 16777216], `vision_tokens`; or `model.vision_tokens=N`), then the prompt mode's token.
+  [65536, 16777216], `vision_tokens`; or `model.vision_tokens=N`), then the mode's prompt text
+  in the output format (`model.format`, `Format.prompt`: `<|flat|>` in treedec's, `document
+  parsing with fork.` in hpd's tree mode, dots.ocr's 888-character instruction, ...) tokenized by
+  the forced tokenizer, as a checkpoint of that format is asked; a mode the format has no prompt
+  for (a crop in markdown, dots_json or doctags; table_rows' `tree_rows`) keeps treedec's mode
+  token, which the forced tokenizer has, as a checkpoint fine-tuned on that mode would (`mode_text`).
   The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
   of every time (a page of 3.6 k image tokens costs Qwen3-VL-2B's 24-layer ViT about
   2 x 0.4 G params x 14.6 k patches = 12 TFLOPs more; not measured here).
@@ -50,6 +55,7 @@ import torch
 from PIL import Image
 
 from treedec.errors import UserError
+from treedec.formats import get_format, resolve_format
 from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.device import model_device
 from treedec.models.vlm import MODES, vlm_tokenizer
@@ -149,7 +155,7 @@ class ForcedModel:
     pages: dict | None = None
 
     def __init__(self, size: str, vision_tokens: int | None = None, seed: int = 0, dtype: str = "float32",
-                 device: str | None = None, tokenizer: str | None = None):
+                 device: str | None = None, tokenizer: str | None = None, fmt: str | None = None):
         from transformers import Qwen3Config, Qwen3ForCausalLM
 
         if size not in SIZES:
@@ -160,6 +166,7 @@ class ForcedModel:
             raise UserError(f"model.dtype must be float32, bfloat16 or float16, got {dtype!r}")
         self.size, self.shape, self.fixed_vision = size, SIZES[size], vision_tokens
         self.tokenizer = forced_tokenizer(tokenizer)
+        self.format = get_format(resolve_format(fmt, None, True))  # it has treedec's tokens: treedec's by default
         s = self.shape
         vocab = len(self.tokenizer) + (-len(self.tokenizer)) % 64
         cfg = Qwen3Config(vocab_size=vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
@@ -182,7 +189,17 @@ class ForcedModel:
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
         n = int(self.fixed_vision) if self.fixed_vision else vision_tokens(image)
-        return Prompt([self.tokenizer.image_id] * n + [self.tokenizer.vocab[MODES[mode]]])
+        return Prompt([self.tokenizer.image_id] * n + self.tokenizer.encode(self.mode_text(mode)))
+
+    def mode_text(self, mode: str) -> str:
+        """The prompt text of `mode` after the image: the format's (`Format.prompt`), else, for a
+        mode the format has no prompt for, treedec's mode token (see the module's doc)."""
+        if mode not in MODES:
+            raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
+        try:
+            return self.format.prompt(mode)
+        except UserError:
+            return MODES[mode]
 
     def has_prompt(self, mode: str) -> bool:
         """Every mode of `MODES`: the forced tokenizer has them all."""
