@@ -13,6 +13,7 @@ from treedec.quality import quality_figures, truth_text_edit
 from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.models.forced import ForcedModel
+from treedec.models.vlm import MODES
 from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
 from treedec.stages import run_strategy
 from treedec.strategies.base import build_strategy
@@ -23,7 +24,8 @@ TWO_STAGE = ("mineru", "paddleocr")
 
 @pytest.fixture(scope="module")
 def forced():
-    return ForcedModel("1m", vision_tokens=4)
+    """The forced 1m model in each format (`model.format`): the same weights, each asked with its format's prompt."""
+    return {fmt: ForcedModel("1m", vision_tokens=4, fmt=fmt) for fmt in (*ONE_STAGE, "mineru")}
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +65,8 @@ def run(vlm, name: str, fmt: str, samples, **options):
     if name in ("hsd", "padoc_hsd"):
         options = {"drafts": "oracle", **options}
     rt = EmbeddedRuntime(EmbeddedConfig(max_pages=len(samples), max_new_tokens=12000, max_branches=4096))
-    strategy = build_strategy({"name": name, **options}, vlm.tokenizer, get_format(fmt))
-    return run_strategy(rt, vlm, strategy, samples, progress=False, warmup=False, cold_drafts=False)
+    strategy = build_strategy({"name": name, **options}, vlm[fmt].tokenizer, get_format(fmt))
+    return run_strategy(rt, vlm[fmt], strategy, samples, progress=False, warmup=False, cold_drafts=False)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +83,7 @@ def test_the_baseline_returns_the_ground_truth_in_each_format(forced, sequential
     for rec, s in zip(res.records, samples):
         assert not rec.flags, rec.flags
         assert rec.text == f.render(s.page), fmt  # the page as the format writes it, token for token
+        assert rec.kept["prompt"].endswith(f.prompt("page")), rec.kept["prompt"][-200:]  # asked in the format
     quality, _ = quality_figures(res)
     assert quality["text_edit"] - truth_text_edit([s.page for s in samples], f) <= 0.01
     if fmt in TWO_STAGE:  # crops: its layout pass's steps (none with a detector) + its longest crop's, the oracle depth
@@ -129,8 +132,46 @@ def test_padoc_in_hpd_equals_its_sequential_in_fewer_steps(forced, samples, sequ
     assert [r.text for r in hsd.records] == [r.text for r in res.records] and sum(r.accepted for r in hsd.records) > 0
 
 
+@pytest.mark.parametrize("fmt", (*ONE_STAGE, "mineru"))
+def test_the_prompt_is_the_formats_prompt_text_in_the_forced_tokenizer(forced, fmt):
+    from PIL import Image
+
+    vlm, f = forced[fmt], get_format(fmt)
+    tok, image = vlm.tokenizer, Image.new("RGB", (64, 64))
+    has = {"flat": "page" in f.prompts, "tree": "tree" in f.prompts, "crop": bool(f.crop_prompts)}
+    asked = [m for m, yes in has.items() if yes]
+    assert asked
+    for mode in asked:
+        ids = vlm.prompt(image, mode).ids
+        assert ids == [tok.image_id] * 4 + tok.encode(f.prompt(mode)), (fmt, mode)
+        assert tok.decode(ids[4:]) == f.prompt(mode)
+        if fmt != "treedec":  # a sentence, not treedec's mode token
+            assert len(ids) > 4 + 1 and tok.vocab[MODES[mode]] not in ids
+
+
+def test_without_a_format_the_prompt_is_treedecs_mode_token(forced):
+    from PIL import Image
+
+    vlm = ForcedModel("1m", vision_tokens=4)
+    tok, image = vlm.tokenizer, Image.new("RGB", (64, 64))
+    for mode in ("flat", "tree", "crop"):
+        assert vlm.prompt(image, mode).ids == [tok.image_id] * 4 + [tok.vocab[MODES[mode]]]
+
+
+def test_a_mode_the_format_has_no_prompt_for_keeps_treedecs_mode_token(forced):
+    from PIL import Image
+
+    tok, image = forced["markdown"].tokenizer, Image.new("RGB", (64, 64))
+    assert forced["markdown"].prompt(image, "crop").ids[4:] == [tok.vocab["<|crop|>"]]
+    assert forced["hpd"].prompt(image, "tree_rows").ids[4:] == [tok.vocab["<|tree_rows|>"]]
+    with pytest.raises(UserError, match="unknown prompt mode"):
+        forced["hpd"].prompt(image, "layout")
+    with pytest.raises(UserError, match="unknown format 'nosuch'"):
+        ForcedModel("1m", vision_tokens=4, fmt="nosuch")
+
+
 def test_a_strategy_a_format_cannot_serve_is_refused_in_one_line(forced):
-    tok = forced.tokenizer
+    tok = forced["treedec"].tokenizer
     with pytest.raises(UserError, match=r"strategy=padoc needs a fork protocol.*formats that serve it: hpd, treedec"):
         build_strategy({"name": "padoc"}, tok, get_format("markdown"))
     with pytest.raises(UserError, match="use strategy=crops"):

@@ -24,8 +24,14 @@ strategy can be measured on real pages at real model sizes without a model that 
 
 - The prompt: the page's image tokens (as many as Qwen3-VL's processor gives the page at its
   resolution: 16-px patches merged 2 x 2, pixels kept within Qwen3-VL-2B-Instruct's range
-  [65536, 16777216], `vision_tokens`; or `model.vision_tokens=N`), then the prompt mode's token
-  (a format's layout pass, `layout`, the tree mode's). The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
+  [65536, 16777216], `vision_tokens`; or `model.vision_tokens=N`), then the mode's prompt text
+  in the output format (`model.format`, `Format.prompt`: `<|flat|>` in treedec's, `document
+  parsing with fork.` in hpd's tree mode, dots.ocr's 888-character instruction, ...) tokenized by
+  the forced tokenizer, as a checkpoint of that format is asked; a mode the format has no prompt
+  for (a crop in markdown, dots_json or doctags; table_rows' `tree_rows`) keeps treedec's mode
+  token, which the forced tokenizer has, as a checkpoint fine-tuned on that mode would (`mode_text`;
+  a layout pass without a prompt of its own, `layout`: the tree mode's).
+  The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
   of every time (a page of 3.6 k image tokens costs Qwen3-VL-2B's 24-layer ViT about
   2 x 0.4 G params x 14.6 k patches = 12 TFLOPs more; not measured here).
 - The tokenizer (`model.tokenizer`): by default treedec's character tokenizer (one token per
@@ -50,6 +56,7 @@ import torch
 from PIL import Image
 
 from treedec.errors import UserError
+from treedec.formats import get_format, resolve_format
 from treedec.models.adapter import CausalLMAdapter, Prompt
 from treedec.models.device import model_device
 from treedec.models.instructions import LAYOUT_AS
@@ -150,7 +157,7 @@ class ForcedModel:
     pages: dict | None = None
 
     def __init__(self, size: str, vision_tokens: int | None = None, seed: int = 0, dtype: str = "float32",
-                 device: str | None = None, tokenizer: str | None = None):
+                 device: str | None = None, tokenizer: str | None = None, fmt: str | None = None):
         from transformers import Qwen3Config, Qwen3ForCausalLM
 
         if size not in SIZES:
@@ -161,6 +168,7 @@ class ForcedModel:
             raise UserError(f"model.dtype must be float32, bfloat16 or float16, got {dtype!r}")
         self.size, self.shape, self.fixed_vision = size, SIZES[size], vision_tokens
         self.tokenizer = forced_tokenizer(tokenizer)
+        self.format = get_format(resolve_format(fmt, None, True))  # it has treedec's tokens: treedec's by default
         s = self.shape
         vocab = len(self.tokenizer) + (-len(self.tokenizer)) % 64
         cfg = Qwen3Config(vocab_size=vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
@@ -180,12 +188,22 @@ class ForcedModel:
             self.model = Qwen3ForCausalLM(cfg).to(getattr(torch, dtype)).eval()
 
     def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
-        """The image tokens, then the mode's token (a layout pass's: `tree`'s; a crop's whatever its category)."""
-        mode = LAYOUT_AS.get(mode, mode)
-        if mode not in MODES:
-            raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
+        """The image tokens, then the mode's prompt text (`mode_text`; a crop's by its category)."""
+        text = self.mode_text(mode, category)
         n = int(self.fixed_vision) if self.fixed_vision else vision_tokens(image)
-        return Prompt([self.tokenizer.image_id] * n + [self.tokenizer.vocab[MODES[mode]]])
+        return Prompt([self.tokenizer.image_id] * n + self.tokenizer.encode(text))
+
+    def mode_text(self, mode: str, category: str | None = None) -> str:
+        """The prompt text of `mode` after the image: the format's (`Format.prompt`), else, for a
+        mode the format has no prompt for, treedec's mode token (a layout pass: the tree mode's;
+        see the module's doc)."""
+        token_mode = LAYOUT_AS.get(mode, mode)
+        if token_mode not in MODES:
+            raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join([*MODES, *LAYOUT_AS])}")
+        try:
+            return self.format.prompt(mode, category)
+        except UserError:
+            return MODES[token_mode]
 
     def has_prompt(self, mode: str) -> bool:
         """Every mode of `MODES` (the forced tokenizer has them all) and `layout` (a format's layout pass)."""

@@ -60,7 +60,8 @@ def load_vlm(model_cfg) -> PageModel:
 
     if model_cfg.get("name") == "forced":
         return ForcedModel(str(model_cfg.size), model_cfg.get("vision_tokens"), int(model_cfg.get("seed", 0)),
-                           str(model_cfg.get("dtype", "float32")), model_cfg.get("device"), model_cfg.get("tokenizer"))
+                           str(model_cfg.get("dtype", "float32")), model_cfg.get("device"), model_cfg.get("tokenizer"),
+                           model_cfg.get("format"))
     path = checkpoint_path(model_cfg)
     if path is None:
         return VLM.tiny(VLMSpec(**OmegaConf.to_container(model_cfg.spec, resolve=True)))
