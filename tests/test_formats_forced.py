@@ -25,7 +25,7 @@ TWO_STAGE = ("mineru", "paddleocr")
 @pytest.fixture(scope="module")
 def forced():
     """The forced 1m model in each format (`model.format`): the same weights, each asked with its format's prompt."""
-    return {fmt: ForcedModel("1m", vision_tokens=4, fmt=fmt) for fmt in (*ONE_STAGE, "mineru")}
+    return {fmt: ForcedModel("1m", vision_tokens=4, fmt=fmt) for fmt in (*ONE_STAGE, *TWO_STAGE)}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,8 @@ def test_the_baseline_returns_the_ground_truth_in_each_format(forced, sequential
     for rec, s in zip(res.records, samples):
         assert not rec.flags, rec.flags
         assert rec.text == f.render(s.page), fmt  # the page as the format writes it, token for token
-        assert rec.kept["prompt"].endswith(f.prompt("page")), rec.kept["prompt"][-200:]  # asked in the format
+        asked = f.prompt("page") if f.has_prompt("page") else f.prompt("layout") if f.has_prompt("layout") else ""
+        assert rec.kept["prompt"].endswith(asked), rec.kept["prompt"][-200:]  # asked in the format (its layout pass)
     quality, _ = quality_figures(res)
     assert quality["text_edit"] - truth_text_edit([s.page for s in samples], f) <= 0.01
     if fmt in TWO_STAGE:  # crops: its layout pass's steps (none with a detector) + its longest crop's, the oracle depth
@@ -115,7 +116,7 @@ def test_crops_in_each_format_returns_the_ground_truth_as_the_format_writes_it(f
         assert len(reads) == sum(b.category != "figure" for b in s.page.blocks)
         layout = rec.decoding.graph[0].generated  # hpd's layout pass; none where the layout is a detector's
         assert (layout > 0) == (fmt == "hpd") and rec.steps == layout + max(g.generated for g in reads)
-        assert rec.steps == page_depth(s.page, build_strategy({"name": "crops"}, forced.tokenizer, get_format(fmt)))[
+        assert rec.steps == page_depth(s.page, build_strategy({"name": "crops"}, forced[fmt].tokenizer, get_format(fmt)))[
             "fork_depth"]  # the oracle depth
     assert np.median([r.steps for r in res.records]) < np.median([r.steps for r in sequential[fmt].records])
 
@@ -164,8 +165,9 @@ def test_a_mode_the_format_has_no_prompt_for_keeps_treedecs_mode_token(forced):
     tok, image = forced["markdown"].tokenizer, Image.new("RGB", (64, 64))
     assert forced["markdown"].prompt(image, "crop").ids[4:] == [tok.vocab["<|crop|>"]]
     assert forced["hpd"].prompt(image, "tree_rows").ids[4:] == [tok.vocab["<|tree_rows|>"]]
+    assert forced["treedec"].prompt(image, "layout").ids[4:] == [tok.vocab["<|tree|>"]]  # its tree mode's
     with pytest.raises(UserError, match="unknown prompt mode"):
-        forced["hpd"].prompt(image, "layout")
+        forced["hpd"].prompt(image, "nosuch")
     with pytest.raises(UserError, match="unknown format 'nosuch'"):
         ForcedModel("1m", vision_tokens=4, fmt="nosuch")
 
