@@ -88,7 +88,7 @@ def test_the_baseline_returns_the_ground_truth_in_each_format(forced, sequential
     quality, _ = quality_figures(res)
     assert quality["text_edit"] - truth_text_edit([s.page for s in samples], f) <= 0.01
     if fmt in TWO_STAGE:  # crops: its layout pass's steps (none with a detector) + its longest crop's, the oracle depth
-        crops = build_strategy({"name": "crops"}, forced.tokenizer, f)
+        crops = build_strategy({"name": "crops"}, forced[fmt].tokenizer, f)
         assert [r.steps for r in res.records] == [page_depth(s.page, crops)["fork_depth"] for s in samples]
 
 
