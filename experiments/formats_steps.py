@@ -6,7 +6,7 @@ counts only, no pages/s: read from the sweep's result.json files (`treedec compa
 page files; writes steps.json and steps.md to --out. With --sizes DIR (a sweep over model.size, one
 format): whether each page's steps, accepted tokens and Markdown are the same at every size (size.json).
 
-    python experiments/formats_steps.py --sweep runs/exp-formats-1m --out docs/figures/formats_steps_1m
+    python experiments/formats_steps.py --sweep runs/exp-formats-1m [MORE_STORES] --out docs/figures/formats_steps_1m
     python experiments/formats_steps.py --sizes runs/verify-size --out docs/figures/formats_steps_1m
 """
 from __future__ import annotations
@@ -26,8 +26,8 @@ def pages_of(folder: str) -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted((Path(folder) / "pages").glob("*.md"))}
 
 
-def rows_of(root: str) -> list[dict]:
-    jobs = load_jobs([root])
+def rows_of(roots: list[str]) -> list[dict]:
+    jobs = load_jobs(roots)
     rows, _, _ = table(jobs, "strategy:sequential")
     folders = {(j["params"].get("model.format"), j["summary"].get("strategy")): j["dir"] for j in jobs}
     out = []
@@ -84,7 +84,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sweep", help="the formats sweep's store (out=)")
+    ap.add_argument("--sweep", nargs="+", help="the formats sweep's store(s) (out=)")
     ap.add_argument("--sizes", help="a sweep over model.size in one format (out=)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
