@@ -34,7 +34,7 @@ from treedec.records import PageRecord, RunResult, root_io, sample_flags, sample
 from treedec.strategies.base import Strategy
 from treedec.strategies.crop_read import UNREAD, crop_target, region_truth
 from treedec.strategies.draft_pages import draft_pages
-from treedec.strategies.hsd_stage1 import model_grid, page_draft, stage1_crop, stage1_mode
+from treedec.strategies.hsd_stage1 import crop_draft, model_grid, stage1_crop, stage1_mode
 from treedec.strategies.sequential import flat_target
 from treedec.tokenizer import Tokenizer
 
@@ -131,9 +131,10 @@ class ReadRegions:
         seen = [s for s in samples if s.image is not None]
         known = Known()
         if self.drafts:
-            known.drafts = {n: in_pixels(p, *self._image(seen, n).size) for n, p in
+            sizes = {s.name: s.image.size for s in seen}
+            known.drafts = {n: in_pixels(p, *sizes[n]) for n, p in
                             draft_pages(seen, self.drafts.source, cache_dir, self.drafts.ocr, progress,
-                                                    self.drafters).items()}
+                                        self.drafters).items()}
         if self.decodes_pages:
             return known
         if getattr(vlm, "forced", False):  # a perfect detector
@@ -146,10 +147,6 @@ class ReadRegions:
         else:
             known.layouts = draft_pages(seen, "pipeline", cache_dir, None, progress, self.drafters)
         return known
-
-    @staticmethod
-    def _image(samples, name: str):
-        return next(s.image for s in samples if s.name == name)
 
     def layout_drafts(self, known: Known, sample) -> list[list[int]]:
         """The page's layout pass drafted from its draft page's layout ([]: no drafts)."""
@@ -190,10 +187,11 @@ class ReadRegions:
             known.layouts[s.name], known.repairs[s.name] = parsed.page, parsed.repairs
         known.mode = stage1_mode(vlm)
         layout, grid, mode = known.layouts.get(s.name), model_grid(vlm, s.image), known.mode
+        truth = s.page and in_pixels(s.page, *s.image.size)  # the ground truth in the crops' pixels
         out = []
         for k, b in enumerate(layout.reading_order() if layout else []):
             if b.category not in UNREAD:
-                crop = Sample(f"{s.name}#{k}", region_truth(s.page and in_pixels(s.page, *s.image.size), b.bbox),
+                crop = Sample(f"{s.name}#{k}", region_truth(truth, b.bbox),
                               stage1_crop(s.image, b.bbox, grid), category=b.category)
                 out.append((k, crop, self._crop_drafts(known.drafts.get(s.name), b, mode)))
         return out
@@ -202,9 +200,7 @@ class ReadRegions:
         best = region_truth(draft, region.bbox) if draft is not None else None
         if best is None or not best.blocks:
             return []
-        b = best.blocks[0]
-        text = self.fmt.crop_text(b) if mode == "crop" else page_draft(b, self.fmt)
-        return [self.tok.encode(text) + [self.tok.eos_id]]
+        return [crop_draft(self.tok, self.fmt, best.blocks[0], mode)]
 
     def reading(self, c: PageDecoding, category: str, mode: str) -> str:
         """A region's content from its crop's read (`Format.read_crop`; read with the page prompt:

@@ -41,9 +41,15 @@ class CropReads:
         for k, b in crop_blocks(d.page, numbered=True):
             crop = Sample(f"{s.name}#{k}", region_truth(s.page, b.bbox), stage1_crop(s.image, b.bbox, d.grid),
                           category=b.category)
-            text = self.fmt.crop_text(b) if self.mode == "crop" else page_draft(b, self.fmt)
-            out.append((crop, [self.tok.encode(text) + [self.tok.eos_id]]))
+            out.append((crop, [crop_draft(self.tok, self.fmt, b, self.mode)]))
         return out
+
+
+def crop_draft(tok: Tokenizer, fmt: Format, block, mode: str) -> list[int]:
+    """A draft block as the token ids of its crop's read in prompt mode `mode`: the format's
+    crop read (`Format.crop_text`), or, read with the page prompt, the format's page holding it
+    alone (`page_draft`); then the end token."""
+    return tok.encode(fmt.crop_text(block) if mode == "crop" else page_draft(block, fmt)) + [tok.eos_id]
 
 
 def crop_blocks(page: Page, numbered: bool = False) -> list:
