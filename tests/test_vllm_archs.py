@@ -173,10 +173,10 @@ class CheckpointPrompts:
         self.text = self.proc.apply_chat_template([{"role": "user", "content": [
             {"type": "image"}, {"type": "text", "text": prompt_text}]}], add_generation_prompt=True)
 
-    def prompt_text(self, mode: str) -> str:
+    def prompt_text(self, mode: str, category: str | None = None) -> str:
         return self.text
 
-    def prompt(self, image, mode: str):
+    def prompt(self, image, mode: str, category: str | None = None):
         from treedec.models.adapter import Prompt
 
         return Prompt(self.proc(text=[self.text], images=[image], return_tensors="pt")["input_ids"][0].tolist())

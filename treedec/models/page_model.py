@@ -55,8 +55,3 @@ class ServedPageModel(PageModel, Protocol):
     def save(self, directory: str | Path) -> Path:
         """Write a checkpoint folder vLLM can serve and `load_model` reads back."""
 
-
-def sample_prompt(vlm: PageModel, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
-    """What `vlm` is asked for a page, or for a crop of a region of `category`
-    (`Sample.category`: the format's crop prompt for it), on every runtime alike."""
-    return vlm.prompt(image, mode, category) if category else vlm.prompt(image, mode)

@@ -9,7 +9,6 @@ from treedec.data.sample import Sample
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.pass_log import PassLog
-from treedec.models.page_model import sample_prompt
 from treedec.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.base import config_from
@@ -51,7 +50,7 @@ class EmbeddedRuntime:
         return samples  # the engine asks the strategy's draft source step by step
 
     def prompt(self, vlm, strategy: Strategy, sample: Sample):
-        return sample_prompt(vlm, sample.image, strategy.mode, getattr(sample, "category", None))
+        return vlm.prompt(sample.image, strategy.mode, sample.category)  # a crop: its region's category's prompt
 
     def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None,
                log: PassLog | None = None) -> Iterator[PageDecoding]:

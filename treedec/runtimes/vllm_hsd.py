@@ -85,6 +85,6 @@ def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples) -> None:
     category's crop prompt)."""
     source = strategy.drafter
     m = source.matcher
-    category = [getattr(s, "category", None) for s in samples]
+    category = [s.category for s in samples]
     heads = {c: text_prompt_ids(vlm, strategy.mode, c) for c in set(category)}
     store.write([q for s, c in zip(samples, category) for q in source.sequences([s.name], heads[c])], m.w_min, m.w_max)

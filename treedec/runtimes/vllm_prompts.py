@@ -6,8 +6,8 @@ with the first folded into the second (`fold`).
 
 Two kinds of model: treedec's own VLM (`ServedPageModel`: its prompt is the image's tokens
 then the mode token, one `<image>` for vLLM, the page on its square canvas) and a
-checkpoint of a real architecture (anything with the chat-template prompt `prompt_text(mode)`
-and the image-expanded `prompt(image, mode)`: `treedec.models.checkpoint_vlm.CheckpointVLM`),
+checkpoint of a real architecture (anything with the chat-template prompt `prompt_text(mode, category)`
+and the image-expanded `prompt(image, mode, category)`: `treedec.models.checkpoint_vlm.CheckpointVLM`),
 served from its own folder, the page given to vLLM's processor as it is. A crop's `category`
 (`Sample.category`, its region's) is asked of both, as the embedded engine asks it
 (`EmbeddedRuntime.prompt`): a format's crop prompt per category (paddleocr's `Table Recognition:`)."""
@@ -20,7 +20,7 @@ from typing import Any
 from PIL import Image
 
 from treedec.errors import UserError
-from treedec.models.page_model import ServedPageModel, sample_prompt
+from treedec.models.page_model import ServedPageModel
 
 
 @dataclass
@@ -37,7 +37,7 @@ def page_prompt(vlm, mode: str, image: Image.Image, category: str | None = None)
         ids = vlm.prompt_ids(mode)  # no prompt of treedec's own VLM depends on a crop's category
         return PagePrompt(ids, [vlm.tokenizer.image_id, *ids[-1:]], canvas(image, vlm.spec.image_size))
     image = image.convert("RGB")
-    return PagePrompt(sample_prompt(vlm, image, mode, category).ids, text_prompt_ids(vlm, mode, category), image)
+    return PagePrompt(vlm.prompt(image, mode, category).ids, text_prompt_ids(vlm, mode, category), image)
 
 
 def text_prompt_ids(vlm, mode: str, category: str | None = None) -> list[int]:
@@ -45,7 +45,7 @@ def text_prompt_ids(vlm, mode: str, category: str | None = None) -> list[int]:
     what HSD's root drafts are prefixed with (`vllm_hsd.write_drafts`)."""
     if isinstance(vlm, ServedPageModel):
         return vlm.prompt_ids(mode)
-    return vlm.tokenizer.encode(vlm.prompt_text(mode, category) if category else vlm.prompt_text(mode))
+    return vlm.tokenizer.encode(vlm.prompt_text(mode, category))
 
 
 def fold(prompt: PagePrompt, context: list[int], image_id: int) -> list[int] | None:
