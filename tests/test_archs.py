@@ -289,3 +289,22 @@ def test_generation_settings_greedy_cannot_honour_are_refused(replica, tmp_path)
     assert "\n" not in str(e.value)
     vlm = load(replica("qwen3_vl"))  # its two end ids (<|im_end|>, <|endoftext|>) both end a stream
     assert vlm.tokenizer.eos_ids == tuple(cfg["eos_token_id"])
+
+
+def test_crops_in_dots_json_asks_its_layout_pass_on_a_plain_checkpoint(replica):
+    """A plain checkpoint read as dots.ocr (`model.format=dots_json`): `crops` asks its layout pass
+    with dots.ocr's layout-only prompt and its crops with `prompt_ocr`; a random model's garbled
+    layout gives the page, flagged with what could not be read, never an exception."""
+    from treedec.formats import get_format
+    from treedec.formats.dots_json import LAYOUT_PROMPT, OCR_PROMPT
+
+    vlm, f = load(replica("qwen2_vl"), "dots_json"), get_format("dots_json")
+    assert LAYOUT_PROMPT in vlm.prompt_text("layout") and OCR_PROMPT in vlm.prompt_text("crop", "table")
+    samples = [generate_page(0, PAGE)]
+    res = run_strategy(EmbeddedRuntime(EngineConfig(max_new_tokens=24)), vlm,
+                       build_strategy({"name": "crops"}, vlm.tokenizer, f), samples,
+                       progress=False, warmup=False, cold_drafts=False)
+    rec = res.records[0]
+    assert [r.name for r in res.records] == [samples[0].name]
+    assert LAYOUT_PROMPT in rec.kept["prompt"] and rec.decoding.graph[0].generated > 0  # its own layout pass ran
+    assert any(fl.startswith("repaired: layout: ") for fl in rec.flags), rec.flags  # garbled: flagged

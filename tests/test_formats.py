@@ -166,6 +166,31 @@ def test_parse_flags_what_it_cannot_read():
     assert [b.content for b in cut.page.blocks] == ["ab"]
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if get_format(n).layout_mode == "layout"])
+def test_a_layout_pass_reads_back_and_never_raises(name):
+    """A format's own layout pass (dots_json's `prompt_layout_only_en`, mineru's `Layout
+    Detection:`): the page's regions without content, read back as they were written; cut,
+    repeated or corrupted layouts give what they can, flagged, never an exception."""
+    import random
+
+    fmt, page, rng = get_format(name), _page(), random.Random(0)
+    text = fmt.render_layout(page)
+    assert all(b.content not in text for b in page.blocks)
+    back = fmt.read_layout(text, page.width, page.height)
+    assert back.clean and [(b.category, b.content) for b in back.page.blocks] == [(b.category, "") for b in page.blocks]
+    for got, want in zip(back.page.blocks, page.blocks):
+        assert all(abs(g - w) <= 1 for g, w in zip(got.bbox, want.bbox))
+    flagged = 0
+    for _ in range(100):
+        n = len(text)
+        edits = [(rng.randrange(n + 1), rng.choice(_NOISE)) for _ in range(rng.randrange(1, 5))]
+        for variant in _variants(text, rng.randrange(n), rng.randrange(n + 1), rng.randrange(n + 1), edits):
+            result = fmt.read_layout(variant, 800, 1000)
+            assert all(b.content == "" for b in result.page.blocks)
+            flagged += bool(result.repairs)
+    assert flagged > 0 and fmt.read_layout("not a layout at all", 800, 1000).repairs
+
+
 def test_markdown_reads_the_real_predictions(demo_pages):
     """The Markdown of a real model (../shared/omnidocbench_demo/predictions_md) read into pages."""
     from conftest import DEMO

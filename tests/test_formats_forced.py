@@ -104,21 +104,44 @@ def test_hsd_in_each_format_gives_the_same_pages_with_drafts_accepted(forced, sa
 
 @pytest.mark.parametrize("fmt", ("hpd", "markdown", "dots_json", "doctags"))
 def test_crops_in_each_format_returns_the_ground_truth_as_the_format_writes_it(forced, samples, sequential, fmt):
-    """`crops` in a one-pass format: hpd's layout stream as its layout pass, the others' layout
-    a detector's (the ground truth's regions under forcing), each region read from its crop: the
-    page as the format writes it, the same as sequential's, its steps the layout's plus the
-    longest crop's (fewer than sequential's)."""
+    """`crops` in a one-pass format: hpd's layout stream and dots.ocr's layout-only prompt as their
+    layout pass, the others' layout a detector's (the ground truth's regions under forcing), each
+    region read from its crop: the page as the format writes it, the same as sequential's, its
+    steps the layout's plus the longest crop's (fewer than sequential's)."""
     res = run(forced, "crops", fmt, samples)
     assert [r.text for r in res.records] == [r.text for r in sequential[fmt].records]
     assert all(not r.flags for r in res.records)
     for rec, s in zip(res.records, samples):
         reads = [g for g in rec.decoding.graph.streams[1:]]
         assert len(reads) == sum(b.category != "figure" for b in s.page.blocks)
-        layout = rec.decoding.graph[0].generated  # hpd's layout pass; none where the layout is a detector's
-        assert (layout > 0) == (fmt == "hpd") and rec.steps == layout + max(g.generated for g in reads)
+        layout = rec.decoding.graph[0].generated  # hpd's and dots_json's layout pass; none where the layout is a detector's
+        assert (layout > 0) == (fmt in ("hpd", "dots_json")) and rec.steps == layout + max(g.generated for g in reads)
         assert rec.steps == page_depth(s.page, build_strategy({"name": "crops"}, forced[fmt].tokenizer, get_format(fmt)))[
             "fork_depth"]  # the oracle depth
     assert np.median([r.steps for r in res.records]) < np.median([r.steps for r in sequential[fmt].records])
+
+
+def test_crops_in_dots_json_runs_its_own_layout_pass(forced, samples, sequential):
+    """dots.ocr's layout pass: asked with its layout-only prompt (`prompt_layout_only_en`), forced
+    to the ground truth's regions as dots.ocr writes them (the JSON list without text), then each
+    region read from its crop with `prompt_ocr`: the pages exactly, none flagged, in fewer steps
+    than sequential."""
+    from PIL import Image
+
+    from treedec.formats.dots_json import LAYOUT_PROMPT, OCR_PROMPT
+
+    f, vlm = get_format("dots_json"), forced["dots_json"]
+    assert f.layout_mode == "layout" and LAYOUT_PROMPT.startswith("Please output the layout information from this PDF")
+    res = run(forced, "crops", "dots_json", samples)
+    quality, _ = quality_figures(res)
+    assert quality["text_edit"] - truth_text_edit([s.page for s in samples], f) == 0
+    for rec, s, seq in zip(res.records, samples, sequential["dots_json"].records):
+        assert not rec.flags and rec.text == f.render(s.page) == seq.text
+        assert rec.kept["prompt"].endswith(LAYOUT_PROMPT) and '"text"' not in rec.kept["raw_text"]
+        assert rec.kept["output_ids"] == f.encode(vlm.tokenizer, f.render_layout(s.page))  # as dots.ocr writes it
+        assert rec.decoding.graph[0].generated > 0 and rec.steps < seq.steps
+    ids = vlm.prompt(Image.new("RGB", (64, 64)), "crop", "table").ids[4:]
+    assert vlm.tokenizer.decode(ids) == OCR_PROMPT  # every region read with prompt_ocr
 
 
 def test_padoc_in_hpd_equals_its_sequential_in_fewer_steps(forced, samples, sequential):

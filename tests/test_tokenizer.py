@@ -15,6 +15,19 @@ def test_round_trip_and_control_tokens(synth_pages, tmp_path):
     tok.save(tmp_path)
     again = Tokenizer.load(tmp_path)
     assert again.encode(flat) == ids and len(again) == len(tok)
+    assert tok.treedec_tokens is True and again.treedec_tokens is True  # what `model_format` reads plainly
+
+
+def test_a_model_with_treedec_tokens_writes_treedec_format_unless_named():
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from treedec.formats.declare import model_format
+
+    vlm = SimpleNamespace(tokenizer=Tokenizer(), directory=None)
+    assert model_format(OmegaConf.create({}), vlm).name == "treedec"
+    assert model_format(OmegaConf.create({"format": "markdown"}), vlm).name == "markdown"
 
 
 def test_unknown_characters_cost_one_token_each():

@@ -24,6 +24,8 @@ class Tokenizer:
     """Character tokenizer with treedec's control tokens; `hf` is the underlying
     `tokenizers.Tokenizer`."""
 
+    treedec_tokens = True  # it always has treedec's tokens (`CheckpointTokenizer.treedec_tokens`: a checkpoint's may not)
+
     def __init__(self, charset: str = DEFAULT_CHARSET, extra_special: Sequence[str] = ()) -> None:
         from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
         from tokenizers import Tokenizer as HFTokenizer

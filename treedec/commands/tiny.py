@@ -15,4 +15,4 @@ def main(cfg, out: RunOutput) -> dict:
     print(f"tiny {cfg.model_type} ({params / 1e6:.2f} M parameters, vocabulary {len(vlm.tokenizer)}) in {path}; "
           f"try: python -m treedec check model.path={path}")
     return {"model_type": str(cfg.model_type), "format": cfg.get("format"), "path": str(path), "params": params,
-            "vocabulary": len(vlm.tokenizer), "treedec_tokens": bool(getattr(vlm.tokenizer, "treedec_tokens", True))}
+            "vocabulary": len(vlm.tokenizer), "treedec_tokens": vlm.tokenizer.treedec_tokens}

@@ -119,7 +119,7 @@ class PageDraftDrafter:
                 return []
             pages = self.pages[name]
             # line by line where the root's lines are `<BLOCK>` lines of treedec's tokens (a plain checkpoint's are not)
-            grid, lines = self.grids.get(name), self.layout == "lines" and getattr(self.tok, "treedec_tokens", True)
+            grid, lines = self.grids.get(name), self.layout == "lines" and self.tok.treedec_tokens
             self._seqs[name] = [_PageSeqs(p, self.tok, self.form, lines, grid, self.fmt)
                                 for p in (pages if isinstance(pages, list) else [pages])]
         return self._seqs[name]

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from treedec.formats.base import Format, get_format, resolve_format
-from treedec.serialize import BLOCK, FORK
 
 DECLARED = "treedec_format.json"
 
@@ -31,8 +30,6 @@ def declare_format(directory: str | Path, name: str) -> Path:
 def model_format(model_cfg, vlm) -> Format:
     """The format of the model a `model` config names and `vlm` is (`model.format`, its
     checkpoint's declaration, its tokens)."""
-    tok = vlm.tokenizer
-    vocab = getattr(tok, "vocab", {})
-    treedec_tokens = getattr(tok, "treedec_tokens", BLOCK in vocab and FORK in vocab)  # HPD-Parsing's <FORK> is no sign
-    name = resolve_format(model_cfg.get("format"), declared_format(getattr(vlm, "directory", None)), treedec_tokens)
+    name = resolve_format(model_cfg.get("format"), declared_format(getattr(vlm, "directory", None)),
+                          vlm.tokenizer.treedec_tokens)  # HPD-Parsing's <FORK> alone is no sign
     return get_format(name)

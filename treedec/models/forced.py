@@ -28,7 +28,7 @@ strategy can be measured on real pages at real model sizes without a model that 
   in the output format (`model.format`, `Format.prompt`: `<|flat|>` in treedec's, `document
   parsing with fork.` in hpd's tree mode, dots.ocr's 888-character instruction, ...) tokenized by
   the forced tokenizer, as a checkpoint of that format is asked; a mode the format has no prompt
-  for (a crop in markdown, dots_json or doctags; table_rows' `tree_rows`) keeps treedec's mode
+  for (a crop in markdown or doctags; table_rows' `tree_rows`) keeps treedec's mode
   token, which the forced tokenizer has, as a checkpoint fine-tuned on that mode would (`mode_text`;
   a layout pass without a prompt of its own, `layout`: the tree mode's).
   The decoder prefills them (real cost). The vision encoder is not run: its cost is left out

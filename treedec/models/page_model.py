@@ -20,7 +20,7 @@ class PageModel(Protocol):
     """A model that parses page images on the embedded engine, with every strategy."""
 
     model: Any  # the torch module (an MTP head binds to its embeddings and LM head)
-    tokenizer: Any  # treedec's tokenizer API: encode, decode, vocab, eos_id, fork_id, child_id, image_id
+    tokenizer: Any  # treedec's tokenizer API: encode, decode, vocab, eos_id, fork_id, child_id, image_id, treedec_tokens
     pages: dict | None  # the synthetic page distribution it was trained on (run's default data); None: unknown
     directory: Path | None  # the checkpoint folder it was loaded from (files trained for it lie beside it)
     trainable: bool  # `python -m treedec train` continues it

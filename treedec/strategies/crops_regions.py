@@ -1,9 +1,9 @@
 """`crops` in any format but treedec's own (whose layout stream and token splice stay in
 `treedec.strategies.crops`): the page's regions come from the format's layout pass where it has
-one (`Format.layout_mode`: hpd's layout stream, MinerU2.5's `Layout Detection:`), read back by
-the format (`Format.read_layout`), else from a detector: the pipeline drafter's layout
-(PaddleOCR-VL's PP-DocLayoutV2 stand-in; Markdown, dots.ocr and DocTags, which write no layout
-alone), or the ground truth's regions under forcing (a perfect detector). Each region holding
+one (`Format.layout_mode`: hpd's layout stream, MinerU2.5's `Layout Detection:`, dots.ocr's
+layout-only prompt), read back by the format (`Format.read_layout`), else from a detector: the
+pipeline drafter's layout (PaddleOCR-VL's PP-DocLayoutV2 stand-in; Markdown and DocTags, which
+write no layout alone), or the ground truth's regions under forcing (a perfect detector). Each region holding
 content is read from its crop with the format's crop prompt (per category where it has one;
 a checkpoint without a crop prompt reads it with its page prompt, the crop as a small page),
 and the page is built as a `Page` (the layout's blocks, each with its crop's reading: the
