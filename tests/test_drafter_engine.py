@@ -37,20 +37,22 @@ def test_engine_choice_is_checked_and_resolved(monkeypatch):
     with pytest.raises(UserError, match="bad drafter engine 'gpu'"):
         ovx.engine("gpu")
     assert ovx.engine("onnxruntime") == "onnxruntime"
-    monkeypatch.setattr(ovx, "bf16_cpu", lambda: False)
+    monkeypatch.setattr(ovx, "bf16_cpu", lambda by_default=False: False)
     assert ovx.engine("auto") == "onnxruntime"
     with pytest.raises(UserError, match="engine=onnxruntime"):
         ovx.engine("openvino")
-    monkeypatch.setattr(ovx, "bf16_cpu", lambda: True)
+    monkeypatch.setattr(ovx, "bf16_cpu", lambda by_default=False: True)
     assert ovx.engine("auto") == "openvino"
+    monkeypatch.setattr(ovx, "bf16_cpu", lambda by_default=False: not by_default)  # AVX-512 BF16 without AMX
+    assert ovx.engine("auto") == "onnxruntime" and ovx.engine("openvino") == "openvino"
 
 
 def test_the_tag_holds_the_resolved_engine(monkeypatch):
     from treedec.ocr.pipeline import PipelineConfig
 
-    monkeypatch.setattr(ovx, "bf16_cpu", lambda: True)
+    monkeypatch.setattr(ovx, "bf16_cpu", lambda by_default=False: True)
     assert PipelineConfig().tag() == PipelineConfig(engine="openvino").tag() != PipelineConfig(engine="onnxruntime").tag()
-    monkeypatch.setattr(ovx, "bf16_cpu", lambda: False)
+    monkeypatch.setattr(ovx, "bf16_cpu", lambda by_default=False: False)
     assert PipelineConfig().tag() == PipelineConfig(engine="onnxruntime").tag()
 
 

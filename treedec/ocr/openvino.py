@@ -1,10 +1,12 @@
 """The text detector, recogniser and layout model on OpenVINO in bfloat16, where the CPU computes bfloat16
-natively (Intel AMX or AVX-512 BF16): measured on demo pages, one thread, the recogniser about
+natively: measured on demo pages, one thread, the recogniser about
 1.5x and the detector 1.4x faster than ONNX Runtime's int8 copies (`int8.py`), from the same fp32
-models rapidocr ships (docs/results.md, "Drafter version 6").
+models rapidocr ships (docs/results.md, "Drafter version 6"), on a Xeon with AMX.
 
 `engine(choice)` resolves the drafter's `engine` option ("auto": OpenVINO in bfloat16 when the
-package is installed and the CPU has bfloat16, else ONNX Runtime). The drafts depend on the
+package is installed and OpenVINO itself computes in bfloat16 by default on this CPU -- it does
+so where AMX makes it pay, not on CPUs with AVX-512 BF16 alone, unmeasured here -- else ONNX
+Runtime; `openvino` asks for it wherever the CPU has bfloat16). The drafts depend on the
 engine, so the resolved one is part of the drafter's cache key, never "auto".
 
 `pin(session, threads)` makes a rapidocr OpenVINO session compute in bfloat16 with a fixed
@@ -27,13 +29,17 @@ ENGINES = ("auto", "onnxruntime", "openvino")
 
 
 @functools.cache
-def bf16_cpu() -> bool:
-    """Whether OpenVINO is installed and this CPU computes bfloat16 natively."""
+def bf16_cpu(by_default: bool = False) -> bool:
+    """Whether OpenVINO is installed and this CPU computes bfloat16 natively (`by_default`: and
+    OpenVINO chooses bfloat16 on it unasked, as it does with AMX)."""
     if importlib.util.find_spec("openvino") is None:
         return False
     import openvino as ov
 
-    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    core = ov.Core()
+    if by_default:
+        return str(core.get_property("CPU", "INFERENCE_PRECISION_HINT")) == str(ov.Type.bf16)
+    return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 def engine(choice: str) -> str:
@@ -41,7 +47,7 @@ def engine(choice: str) -> str:
     if choice not in ENGINES:
         raise UserError(f"bad drafter engine {choice!r}: one of {', '.join(ENGINES)}")
     if choice == "auto":
-        return "openvino" if bf16_cpu() else "onnxruntime"
+        return "openvino" if bf16_cpu(by_default=True) else "onnxruntime"
     if choice == "openvino" and not bf16_cpu():
         raise UserError("the drafter's engine=openvino needs the openvino package and a CPU with bfloat16 "
                         "(Intel AMX or AVX-512 BF16): pip install openvino, or engine=onnxruntime")
