@@ -1,6 +1,7 @@
 """Issue 56.9's step figures from a formats sweep (experiments/sweeps/formats.yaml): per output format
-and strategy, median and mean steps (and x fewer than the format's own sequential), accepted tokens
-per step, text_edit_vs_truth, pages flagged, and how many pages equal sequential's in the same
+and strategy, median and mean steps (and x fewer than the format's own baseline: sequential, or crops
+for a two-stage format, mineru and paddleocr, the baseline job of the same store), accepted tokens
+per step, text_edit_vs_truth, pages flagged, and how many pages equal the baseline's in the same
 format (the page's Markdown, `pages/*.md`: under forcing every strategy must return them). Step
 counts only, no pages/s: read from the sweep's result.json files (`treedec compare`'s table) and
 page files; writes steps.json and steps.md to --out. With --sizes DIR (a sweep over model.size, one
@@ -16,9 +17,16 @@ import json
 from pathlib import Path
 
 from treedec.commands.compare import load_jobs, table
+from treedec.formats import get_format
 
-ORDER = ("treedec", "hpd", "markdown", "dots_json", "doctags")
-STRATEGIES = ("sequential", "hsd", "padoc", "padoc_hsd")
+ORDER = ("treedec", "hpd", "markdown", "dots_json", "doctags", "mineru", "paddleocr")
+STRATEGIES = ("sequential", "hsd", "padoc", "padoc_hsd", "crops")
+
+
+def baseline_of(fmt: str | None) -> str:
+    """The strategy a format's jobs are measured against: crops for a two-stage format (no page pass
+    of its own), else sequential."""
+    return "crops" if fmt and get_format(fmt).two_stage else "sequential"
 
 
 def pages_of(folder: str) -> dict[str, str]:
@@ -27,22 +35,31 @@ def pages_of(folder: str) -> dict[str, str]:
 
 
 def rows_of(roots: list[str]) -> list[dict]:
-    jobs = load_jobs(roots)
-    rows, _, _ = table(jobs, "strategy:sequential")
-    folders = {(j["params"].get("model.format"), j["summary"].get("strategy")): j["dir"] for j in jobs}
+    """One row a job; each job against its format's baseline job in the same store (ratios and pages)."""
+    groups: dict[tuple, list[dict]] = {}
+    for j in load_jobs(roots):
+        groups.setdefault((j["sweep"], j["params"].get("model.format")), []).append(j)
     out = []
-    for r, j in zip(rows, jobs):
-        fmt, strategy = j["params"].get("model.format"), r["strategy"]
-        mine, base = pages_of(j["dir"]), pages_of(folders.get((fmt, "sequential"), j["dir"]))
-        s = j["summary"]
-        out.append({"format": fmt, "strategy": strategy, "pages": r["pages"],
-                    "median_steps": r["median_steps"], "mean_steps": r["mean_steps"],
-                    "median_steps_x": r.get("median_steps_vs_baseline"), "mean_steps_x": r.get("mean_steps_vs_baseline"),
-                    "accepted_per_step": r.get("accepted_per_step"), "text_edit_vs_truth": s.get("text_edit_vs_truth"),
-                    "pages_flagged": s.get("pages_flagged"),
-                    "pages_as_sequential": sum(mine.get(k) == v for k, v in base.items()), "pages_decoded": len(mine)})
-    key = {(f, st): i for i, (f, st) in enumerate((f, st) for f in ORDER for st in STRATEGIES)}
-    return sorted(out, key=lambda x: key.get((x["format"], x["strategy"]), len(key)))
+    for (_, fmt), jobs in groups.items():
+        baseline = baseline_of(fmt)
+        rows, _, _ = table(jobs, f"strategy:{baseline}")
+        base_dir = next((j["dir"] for j in jobs if j["summary"].get("strategy") == baseline), None)
+        base = pages_of(base_dir) if base_dir else None
+        for r, j in zip(rows, jobs):
+            mine, s = pages_of(j["dir"]), j["summary"]
+            out.append({"format": fmt, "strategy": r["strategy"], "baseline": baseline, "pages": r["pages"],
+                        "median_steps": r["median_steps"], "mean_steps": r["mean_steps"],
+                        "median_steps_x": r.get("median_steps_vs_baseline"),
+                        "mean_steps_x": r.get("mean_steps_vs_baseline"),
+                        "accepted_per_step": r.get("accepted_per_step"),
+                        "text_edit_vs_truth": s.get("text_edit_vs_truth"), "pages_flagged": s.get("pages_flagged"),
+                        "pages_as_baseline": None if base is None else sum(mine.get(k) == v for k, v in base.items()),
+                        "pages_decoded": len(mine)})
+    def rank(name, names):
+        return names.index(name) if name in names else len(names)
+
+    return sorted(out, key=lambda x: (rank(x["format"], ORDER), x["strategy"] != x["baseline"],
+                                      rank(x["strategy"], STRATEGIES)))
 
 
 def size_check(root: str) -> dict:
@@ -73,12 +90,12 @@ def markdown(rows: list[dict]) -> str:
         return "-" if v is None else format(v, f)
 
     lines = ["| format | strategy | median steps | mean steps | x fewer median / mean | accepted/step | "
-             "text_edit_vs_truth | flagged | pages as sequential's |", "|---|---|---|---|---|---|---|---|---|"]
+             "text_edit_vs_truth | flagged | pages as baseline's |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['format']} | {r['strategy']} | {num(r['median_steps'], '.0f')} | {num(r['mean_steps'], '.0f')} "
                      f"| {num(r['median_steps_x'], '.2f')} / {num(r['mean_steps_x'], '.2f')} "
                      f"| {num(r['accepted_per_step'], '.2f')} | {num(r['text_edit_vs_truth'], '.4f')} "
-                     f"| {num(r['pages_flagged'], 'd')} | {r['pages_as_sequential']}/{r['pages_decoded']} |")
+                     f"| {num(r['pages_flagged'], 'd')} | {num(r['pages_as_baseline'], 'd')}/{r['pages_decoded']} |")
     return "\n".join(lines) + "\n"
 
 

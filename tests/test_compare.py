@@ -103,3 +103,14 @@ def test_acceptance_by_depth_is_shown_as_it_is(tmp_path):
     assert md.splitlines()[0].endswith("| accepted by depth |")
     assert "| 0.41/0.25/- |" in md
     assert next(line for line in md.splitlines() if "| sequential |" in line).endswith("|  |")  # none drafted
+
+
+def test_one_value_spelled_two_ways_is_one_value(tmp_path):
+    """A job run on its own (`cold_drafts=false`) beside a sweep's (Hydra writes `cold_drafts=False`):
+    the key is not swept and the job finds its sequential baseline."""
+    _job(tmp_path, ["strategy=sequential", "cold_drafts=False", "out=a"], strategy="sequential", median_steps=100.0)
+    _job(tmp_path, ["strategy=padoc", "cold_drafts=false", "out='a/strategy=padoc,x=1'"], strategy="padoc",
+         median_steps=40.0)
+    rows, keys, _ = table(load_jobs([str(tmp_path)]), None)
+    assert keys == [] and {r["strategy"]: r["median_steps_vs_baseline"] for r in rows} == {"sequential": 1.0,
+                                                                                          "padoc": 2.5}

@@ -191,3 +191,39 @@ def test_profile_shares_splits_a_profile_into_attention_gather_and_matmuls(tmp_p
     with pytest.raises(SystemExit) as e:
         shares_script.main([str(bad)])
     assert "profile_shares.py: not a cProfile output" in str(e.value)
+
+
+def test_formats_steps_measures_a_two_stage_format_against_its_crops_job_and_counts_pages_unlike_it(tmp_path):
+    """experiments/formats_steps.py on hand-written stores: a two-stage format's jobs (mineru) against its
+    crops job, a one-pass format's (treedec, crops included) against sequential, each in its own store;
+    a page unlike the baseline's is counted out, and a job whose store has no baseline has no ratio
+    and no page count (not its own pages counted as equal)."""
+    import json
+
+    steps = load_script("experiments/formats_steps.py")
+
+    def job(store, fmt, strategy, median, pages):
+        folder = tmp_path / store / f"model.format={fmt},strategy={strategy}"
+        (folder / "pages").mkdir(parents=True)
+        for name, text in pages.items():
+            (folder / "pages" / f"{name}.md").write_text(text, encoding="utf-8")
+        summary = {"strategy": strategy, "pages": len(pages), "median_steps": median, "mean_steps": 2 * median,
+                   "text_edit_vs_truth": 0.0, "pages_flagged": 0}
+        (folder / "result.json").write_text(json.dumps({"key": f"{store}-{fmt}-{strategy}", "summary": summary,
+                                                        "overrides": [f"model.format={fmt}", f"strategy={strategy}"]}))
+
+    job("one", "mineru", "hsd", 25, {"a": "x", "b": "z"})
+    job("one", "mineru", "crops", 100, {"a": "x", "b": "y"})
+    job("one", "treedec", "crops", 200, {"a": "x", "b": "y"})
+    job("one", "treedec", "sequential", 400, {"a": "x", "b": "y"})
+    job("two", "paddleocr", "hsd", 50, {"a": "x", "b": "y"})
+    rows = steps.rows_of([str(tmp_path / "one"), str(tmp_path / "two")])
+    assert [(r["format"], r["strategy"], r["baseline"]) for r in rows] == [
+        ("treedec", "sequential", "sequential"), ("treedec", "crops", "sequential"),
+        ("mineru", "crops", "crops"), ("mineru", "hsd", "crops"), ("paddleocr", "hsd", "crops")]
+    by = {(r["format"], r["strategy"]): r for r in rows}
+    assert by["mineru", "hsd"]["median_steps_x"] == 4.0 and by["mineru", "hsd"]["pages_as_baseline"] == 1
+    assert by["mineru", "crops"]["median_steps_x"] == 1.0 and by["mineru", "crops"]["pages_as_baseline"] == 2
+    assert by["treedec", "crops"]["median_steps_x"] == 2.0 and by["treedec", "crops"]["pages_as_baseline"] == 2
+    assert by["paddleocr", "hsd"]["median_steps_x"] is None and by["paddleocr", "hsd"]["pages_as_baseline"] is None
+    assert "| mineru | hsd | 25 | 50 | 4.00 / 4.00 |" in steps.markdown(rows) and "| -/2 |" in steps.markdown(rows)

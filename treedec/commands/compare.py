@@ -48,6 +48,21 @@ def _ratio(value, base, how: str) -> float | None:
     return base / value if value else None
 
 
+def _key_value(override: str) -> tuple[str, str]:
+    """An override's key and its value as Hydra writes it, so that one value spelled two ways is one
+    value (`cold_drafts=false` on a command line, `cold_drafts=False` in a sweep's job)."""
+    key, _, value = override.lstrip("+").partition("=")
+    if key in NOT_IN_KEY:
+        return key, value
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_override(override)
+        return parsed.key_or_group, parsed.get_value_element_as_str()
+    except Exception:  # Hydra's parse errors on a hand-written store: the text as it is
+        return key, value
+
+
 def load_jobs(roots: list[str]) -> list[dict[str, Any]]:
     jobs = []
     for root in roots:
@@ -58,11 +73,7 @@ def load_jobs(roots: list[str]) -> list[dict[str, Any]]:
             raise UserError(f"runs: no finished job (result.json) under {root!r}; run a sweep with "
                             f"`python -m treedec run -m ... out={root}` first")
         for folder, data in found:
-            params = {}
-            for ov in data.get("overrides", []):
-                key, _, value = ov.lstrip("+").partition("=")
-                if key not in NOT_IN_KEY:
-                    params[key] = value
+            params = dict(kv for kv in map(_key_value, data.get("overrides", [])) if kv[0] not in NOT_IN_KEY)
             params.setdefault("strategy", str(data["summary"].get("strategy")))
             inputs = data.get("inputs") or {}
             config = inputs.get("config") or {}
