@@ -47,6 +47,24 @@ def test_engine_choice_is_checked_and_resolved(monkeypatch):
     assert ovx.engine("auto") == "onnxruntime" and ovx.engine("openvino") == "openvino"
 
 
+def test_bad_drafter_options_are_one_line_errors():
+    from treedec.ocr.pipeline import PipelineConfig
+
+    for bad, words in (({"engine": "gpu"}, "bad drafter engine 'gpu'"), ({"rec_batch": 0}, "rec_batch=0: at least 1"),
+                       ({"rec_width": 8}, "rec_width=8: at least 16"), ({"threads": 0}, "threads=0")):
+        with pytest.raises(UserError, match=words):
+            PipelineConfig(**bad)
+
+
+def test_the_drafter_starts_without_the_metrics_package():
+    """Importing the drafter imports no scipy (the metrics package's): 0.35 CPU-s a process."""
+    import subprocess
+    import sys
+
+    code = "import sys, treedec.ocr.pipeline; print(sorted(m for m in ('scipy', 'treedec.metrics') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
 def test_the_tag_holds_the_resolved_engine(monkeypatch):
     from treedec.ocr.pipeline import PipelineConfig
 
@@ -91,6 +109,21 @@ def test_openvino_models_compute_in_bfloat16_on_one_thread(openvino_drafter):
     for c in compiled:
         assert c.get_property("INFERENCE_PRECISION_HINT") == ov.Type.bf16
         assert int(c.get_property("INFERENCE_NUM_THREADS")) == 1
+
+
+def test_pinning_compiles_a_model_again_in_bfloat16_on_one_thread(openvino_drafter):
+    """What a CPU whose OpenVINO defaults are not bfloat16 gets (on AMX the defaults already are)."""
+    import openvino as ov
+
+    from treedec.ocr.pipeline import rapidocr_model
+
+    core = ov.Core()
+    model = core.read_model(str(rapidocr_model("rec")))
+    f32 = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 2})
+    again = ovx._bf16(f32, model, 1)
+    assert again.get_property("INFERENCE_PRECISION_HINT") == ov.Type.bf16
+    assert int(again.get_property("INFERENCE_NUM_THREADS")) == 1
+    assert ovx._bf16(again, model, 1) is None  # already so: not compiled again
 
 
 def test_openvino_reads_a_page_as_well_as_onnxruntime(openvino_drafter):

@@ -11,7 +11,7 @@ from treedec.drafters.layout_lines import LayoutLines, layout_tree
 from treedec.drafters.ngram import NgramMatcher, prefix_tree
 from treedec.engine.draft import DraftRequest, DraftTree, StreamState, Verdict
 from treedec.graph import DecodingGraph
-from treedec.metrics.layout import iou
+from treedec.boxes import iou
 from treedec.page import Page
 from treedec.formats import Format, get_format
 from treedec.serialize import BLOCK, FORK, box_to_text, coord

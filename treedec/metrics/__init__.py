@@ -2,39 +2,23 @@
 
 `score_page(gt, blocks)` scores one page; `dataset_figures(scores)` aggregates. Predicted
 Markdown becomes blocks with `markdown_to_blocks`, a predicted `Page` with `page_to_blocks`.
-
-The names below are imported from their submodules on first use (PEP 562), so importing one
-submodule -- the drafter's `treedec.metrics.layout` for box overlaps -- does not import scipy
-and the rest (0.35 CPU-s of every drafting process's start-up).
 """
-from __future__ import annotations
+from treedec.metrics.aggregate import OVERALL_NOTE, dataset_figures, overall, page_figures
+from treedec.metrics.blocks import GtItem, PredBlock
+from treedec.metrics.edit_distance import EditTally, normalized_edit_distance
+from treedec.metrics.layout import LayoutCounts, iou, layout_counts
+from treedec.metrics.markdown_blocks import markdown_to_blocks
+from treedec.metrics.markdown_blocks import markdown_problems
+from treedec.metrics.normalize import normalize_formula, normalize_text
+from treedec.metrics.blocks import page_to_blocks
+from treedec.metrics.page_score import PageScore, score_page
+from treedec.metrics.quick_match import Match, quick_match
+from treedec.metrics.table_html import normalize_table_html
+from treedec.metrics.teds import teds
 
-import importlib
-
-_WHERE = {
-    "aggregate": ("OVERALL_NOTE", "dataset_figures", "overall", "page_figures"),
-    "blocks": ("GtItem", "PredBlock", "page_to_blocks"),
-    "edit_distance": ("EditTally", "normalized_edit_distance"),
-    "layout": ("LayoutCounts", "iou", "layout_counts"),
-    "markdown_blocks": ("markdown_problems", "markdown_to_blocks"),
-    "normalize": ("normalize_formula", "normalize_text"),
-    "page_score": ("PageScore", "score_page"),
-    "quick_match": ("Match", "quick_match"),
-    "table_html": ("normalize_table_html",),
-    "teds": ("teds",),
-}
-_MODULE = {name: module for module, names in _WHERE.items() for name in names}
-
-__all__ = sorted(_MODULE)
-
-
-def __getattr__(name: str):
-    if name not in _MODULE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_MODULE[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__ = [
+    "OVERALL_NOTE", "EditTally", "GtItem", "LayoutCounts", "Match", "PageScore", "PredBlock", "dataset_figures",
+    "iou", "layout_counts", "markdown_problems", "markdown_to_blocks", "normalize_formula", "normalize_table_html",
+    "normalize_text", "normalized_edit_distance", "overall", "page_figures", "page_to_blocks", "quick_match",
+    "score_page", "teds",
+]

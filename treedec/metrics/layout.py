@@ -4,21 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from treedec.boxes import Box, iou
 from treedec.page import Block, Page
 
-Box = tuple[float, float, float, float]
 SKIPPED = frozenset({"text_mask", "table_mask"})
 IOU_THRESHOLD = 0.5
-
-
-def iou(a: Box, b: Box) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    if w <= 0 or h <= 0:
-        return 0.0
-    inter = w * h
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 @dataclass

@@ -24,7 +24,7 @@ def column_xs(text: str, x1: float, x2: float, info) -> list[float] | None:
     their columns, the crop's columns) placed evenly over the crop; a space halfway between its
     neighbours. None when the columns do not match the text's characters one to one or do not
     run left to right."""
-    if not getattr(info, "line_txt_len", 0):
+    if info is None or not info.line_txt_len:
         return None
     col_w = (x2 - x1) / info.line_txt_len
     chars = [(x1 + (c + 0.5) * col_w, ch) for word, cols in zip(info.words, info.word_cols)

