@@ -17,6 +17,10 @@ DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
 # Commands run without out=DIR write under $TREEDEC_RUNS (default ./runs): a scratch folder for the
 # suite, inherited by the commands the tests start, so the suite leaves nothing in the checkout.
 _SCRATCH = tempfile.mkdtemp(prefix="treedec-test-runs-")
+# The pipeline drafter on ONNX Runtime in the suite's processes: a worker that has run OpenVINO
+# crashed in later tests that fork (treedec/ocr/openvino.py); tests/openvino_checks.py checks
+# OpenVINO in processes of its own (tests/test_drafter_engine.py).
+os.environ["TREEDEC_DRAFTER_ENGINE"] = "onnxruntime"
 os.environ["TREEDEC_RUNS"] = _SCRATCH
 atexit.register(shutil.rmtree, _SCRATCH, True)
 

@@ -9,6 +9,12 @@ so where AMX makes it pay, not on CPUs with AVX-512 BF16 alone, unmeasured here 
 Runtime; `openvino` asks for it wherever the CPU has bfloat16). The drafts depend on the
 engine, so the resolved one is part of the drafter's cache key, never "auto".
 
+A process that has run OpenVINO and later forks can crash: the test suite's workers did, in a
+training test that forks its batch loaders and in a vLLM test, each after an OpenVINO drafter had
+been loaded in the same worker (not reproduced outside pytest). The drafter's own worker pool
+starts by spawn, not fork. `TREEDEC_DRAFTER_ENGINE=onnxruntime` makes "auto" mean ONNX Runtime for
+every run of a machine; the suite sets it and runs its OpenVINO checks in processes of their own.
+
 `pin_rapidocr` and `pin_layout` make the libraries' OpenVINO sessions compute in bfloat16 on a
 fixed thread count whatever OpenVINO's defaults on the machine are. `WidthBuckets` pads the
 recogniser's batches to a multiple of `multiple` pixels wide: OpenVINO prepares its kernels for
@@ -27,6 +33,7 @@ import numpy as np
 from treedec.errors import UserError
 
 ENGINES = ("auto", "onnxruntime", "openvino")
+ENGINE_VARIABLE = "TREEDEC_DRAFTER_ENGINE"  # what "auto" means on this machine, when set
 
 
 @functools.cache
@@ -44,9 +51,12 @@ def bf16_cpu(by_default: bool = False) -> bool:
 
 
 def engine(choice: str) -> str:
-    """The engine the drafter's `engine` option `choice` runs its text models on."""
+    """The engine the drafter's `engine` option `choice` runs its text models on ("auto": the
+    environment's TREEDEC_DRAFTER_ENGINE when set, else as the module docstring says)."""
     if choice not in ENGINES:
         raise UserError(f"bad drafter engine {choice!r}: one of {', '.join(ENGINES)}")
+    if choice == "auto" and os.environ.get(ENGINE_VARIABLE, "auto") != "auto":
+        return engine(os.environ[ENGINE_VARIABLE])
     if choice == "auto":
         return "openvino" if bf16_cpu(by_default=True) else "onnxruntime"
     if choice == "openvino" and not bf16_cpu():
