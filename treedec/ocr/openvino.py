@@ -50,11 +50,16 @@ def bf16_cpu(by_default: bool = False) -> bool:
     return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
+def check_engine(choice: str) -> None:
+    """A one-line error unless `choice` names an engine."""
+    if choice not in ENGINES:
+        raise UserError(f"bad drafter engine {choice!r}: one of {', '.join(ENGINES)}")
+
+
 def engine(choice: str) -> str:
     """The engine the drafter's `engine` option `choice` runs its text models on ("auto": the
     environment's TREEDEC_DRAFTER_ENGINE when set, else as the module docstring says)."""
-    if choice not in ENGINES:
-        raise UserError(f"bad drafter engine {choice!r}: one of {', '.join(ENGINES)}")
+    check_engine(choice)
     if choice == "auto" and os.environ.get(ENGINE_VARIABLE, "auto") != "auto":
         return engine(os.environ[ENGINE_VARIABLE])
     if choice == "auto":
@@ -126,5 +131,5 @@ class WidthBuckets:
 
 def steps(width: int) -> int:
     """The recogniser's output steps for an input `width` pixels wide (PP-OCR's rec: 1 per 8 px,
-    checked on widths 48-400, every remainder mod 8, in tests/test_drafter_engine.py)."""
+    checked on widths 48-400, every remainder mod 8, in tests/openvino_checks.py)."""
     return (width + 3) // 8

