@@ -61,7 +61,10 @@ def engine(choice: str) -> str:
     environment's TREEDEC_DRAFTER_ENGINE when set, else as the module docstring says)."""
     check_engine(choice)
     if choice == "auto" and os.environ.get(ENGINE_VARIABLE, "auto") != "auto":
-        return engine(os.environ[ENGINE_VARIABLE])
+        given = os.environ[ENGINE_VARIABLE]
+        if given not in ENGINES:
+            raise UserError(f"bad drafter engine {given!r} in {ENGINE_VARIABLE}: one of {', '.join(ENGINES)}")
+        return engine(given)
     if choice == "auto":
         return "openvino" if bf16_cpu(by_default=True) else "onnxruntime"
     if choice == "openvino" and not bf16_cpu():
