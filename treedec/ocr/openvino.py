@@ -50,10 +50,10 @@ def bf16_cpu(by_default: bool = False) -> bool:
     return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
-def check_engine(choice: str) -> None:
-    """A one-line error unless `choice` names an engine."""
+def check_engine(choice: str, where: str = "") -> None:
+    """A one-line error unless `choice` names an engine (`where`: where it was given, in the message)."""
     if choice not in ENGINES:
-        raise UserError(f"bad drafter engine {choice!r}: one of {', '.join(ENGINES)}")
+        raise UserError(f"bad drafter engine {choice!r}{where}: one of {', '.join(ENGINES)}")
 
 
 def engine(choice: str) -> str:
@@ -61,10 +61,8 @@ def engine(choice: str) -> str:
     environment's TREEDEC_DRAFTER_ENGINE when set, else as the module docstring says)."""
     check_engine(choice)
     if choice == "auto" and os.environ.get(ENGINE_VARIABLE, "auto") != "auto":
-        given = os.environ[ENGINE_VARIABLE]
-        if given not in ENGINES:
-            raise UserError(f"bad drafter engine {given!r} in {ENGINE_VARIABLE}: one of {', '.join(ENGINES)}")
-        return engine(given)
+        check_engine(os.environ[ENGINE_VARIABLE], f" in {ENGINE_VARIABLE}")
+        return engine(os.environ[ENGINE_VARIABLE])
     if choice == "auto":
         return "openvino" if bf16_cpu(by_default=True) else "onnxruntime"
     if choice == "openvino" and not bf16_cpu():
