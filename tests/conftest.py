@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-# One torch thread a worker under pytest-xdist (`-n 2`: two workers on the machine's two cores; two
-# threads each oversubscribe them, and OpenMP's waiting threads spin on the core the other needs).
-torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+torch.set_num_threads(2)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT.parent / "shared" / "omnidocbench_demo"
