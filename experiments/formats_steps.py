@@ -24,9 +24,8 @@ STRATEGIES = ("sequential", "hsd", "padoc", "padoc_hsd", "crops")
 
 
 def baseline_of(fmt: str | None) -> str:
-    """The strategy a format's jobs are measured against: crops for a two-stage format (no page pass
-    of its own), else sequential."""
-    return "crops" if fmt and get_format(fmt).two_stage else "sequential"
+    """The strategy a format's jobs are measured against (`treedec.formats.Format.baseline`)."""
+    return get_format(fmt).baseline if fmt else "sequential"
 
 
 def pages_of(folder: str) -> dict[str, str]:

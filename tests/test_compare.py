@@ -46,6 +46,25 @@ def test_each_job_against_its_sweeps_baseline(sweeps):
     assert md.count("\n") == 2 + 5 and "200 (2.00x)" in md and "| data.pages |" in md
 
 
+def test_default_baseline_is_each_formats_own(tmp_path):
+    """A sweep over formats: a one-pass format's jobs against its sequential, a two-stage
+    format's (mineru: crops only) against its crops job, not against another format's."""
+    for fmt, strategy, steps in (("markdown", "sequential", 100.0), ("markdown", "hsd", 25.0),
+                                 ("mineru", "crops", 80.0), ("mineru", "hsd", 20.0)):
+        _job(tmp_path, [f"model.format={fmt}", f"strategy={strategy}", "out=x"], strategy=strategy, format=fmt,
+             median_steps=steps)
+    rows, keys, _ = table(load_jobs([str(tmp_path)]), None)
+    got = {(r["model.format"], r["strategy"]): r for r in rows}
+    assert keys == ["model.format"] and len(got) == 4
+    assert got[("markdown", "hsd")]["baseline"] == "strategy=sequential"
+    assert got[("markdown", "hsd")]["median_steps_vs_baseline"] == pytest.approx(4.0)
+    assert got[("mineru", "hsd")]["baseline"] == "strategy=crops"
+    assert got[("mineru", "hsd")]["median_steps_vs_baseline"] == pytest.approx(4.0)
+    assert got[("mineru", "crops")]["median_steps_vs_baseline"] == 1.0
+    named = {(r["model.format"], r["strategy"]): r for r in table(load_jobs([str(tmp_path)]), "sequential")[0]}
+    assert named[("mineru", "hsd")]["baseline"] == "-"  # a baseline named by the user: no fallback
+
+
 def test_explicit_baseline_and_mistakes(sweeps, tmp_path):
     a, _ = sweeps
     rows, _, _ = table(load_jobs([str(a)]), "data.pages:2")

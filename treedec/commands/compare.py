@@ -6,7 +6,8 @@ Columns: the sweep (when several), the keys swept in it (those whose value diffe
 its jobs), the strategy, then each figure with its ratio against the job's baseline. The
 baseline of a job is the job of the same sweep whose KEY is VALUE and whose other swept keys
 are equal (`baseline=padoc` means strategy padoc, `baseline=data.pages:100` another key's
-value; default: the sequential job, when a sweep holds one);
+value; default: the job's format's baseline strategy, `sequential`, or `crops` in a two-stage
+format, `treedec.formats.Format.baseline`);
 where there is none, a `run compare=X` job's own in-process baseline. Ratios read "> 1 is
 better": steps, depth and latency baseline / job, pages/s and accepted per step job /
 baseline; quality figures as a difference job - baseline."""
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from treedec.errors import UserError
+from treedec.formats import get_format
 from treedec.outputs import RunOutput
 from treedec.report import write_report
 from treedec.report_lead import Mark, direction
@@ -90,15 +92,22 @@ def swept_keys(jobs: list[dict]) -> list[str]:
     return [k for k in keys if len({j["params"].get(k) for j in jobs}) > 1]
 
 
-def _baseline_rule(text: str | None, jobs: list[dict]) -> tuple[str, str] | None:
+def _baseline_rule(text: str | None) -> tuple[str, str] | None:
     if text:
         key, sep, value = str(text).rpartition(":")
         if sep and not key:
             raise UserError(f"baseline must be a strategy or KEY:VALUE, e.g. baseline=data.pages:100; got {text!r}")
         return (key, value) if sep else ("strategy", value)
-    if any(j["params"].get("strategy") == "sequential" for j in jobs):
-        return "strategy", "sequential"
     return None
+
+
+def format_baseline(job: dict) -> tuple[str, str]:
+    """The default baseline rule of `job`: its format's baseline strategy (`sequential` where its
+    format is not registered in this install)."""
+    try:
+        return "strategy", get_format(job["summary"].get("format") or "treedec").baseline
+    except UserError:
+        return "strategy", "sequential"
 
 
 def find_baseline(job: dict, sweep_jobs: list[dict], swept: list[str], rule: tuple[str, str] | None):
@@ -122,11 +131,11 @@ def table(jobs: list[dict], rule_text: str | None) -> tuple[list[dict], list[str
     swept = {s: swept_keys(js) for s, js in by_sweep.items()}
     columns = list(dict.fromkeys(k for s in sweeps for k in swept[s] if k != "strategy"))
     figures = [f for f in FIGURES if any(isinstance(j["summary"].get(f[0]), (int, float)) for j in jobs)]
+    rule = _baseline_rule(rule_text)
     rows = []
     for s in sweeps:
-        rule = _baseline_rule(rule_text, by_sweep[s])
         for job in by_sweep[s]:
-            base, described = find_baseline(job, by_sweep[s], swept[s], rule)
+            base, described = find_baseline(job, by_sweep[s], swept[s], rule or format_baseline(job))
             row: dict[str, Any] = {"sweep": s} if len(sweeps) > 1 else {}
             row.update({k: job["params"].get(k) for k in columns})
             row["strategy"] = job["summary"].get("strategy", job["params"].get("strategy"))
@@ -253,8 +262,9 @@ def main(cfg, out: RunOutput) -> dict:
     png = plot(rows, keys, figures, out.dir / "compare.png")
     notes = ["Ratios against each job's baseline, > 1 better: steps, depth and latency baseline / job; pages/s and "
              "accepted per step job / baseline; quality figures as job - baseline.",
-             "Baseline: the job of the same sweep with " + ("=".join(_baseline_rule(cfg.baseline, jobs))
-                                                            if cfg.get("baseline") else "strategy=sequential") +
+             "Baseline: the job of the same sweep with " + ("=".join(_baseline_rule(cfg.baseline))
+                                                            if cfg.get("baseline") else "its format's baseline "
+                                                            "strategy (sequential; crops in two-stage formats)") +
              " and the same other swept keys; else a `run compare=X` job's own baseline."]
     warning = mismatch(jobs)
     write_report(out.dir, {"jobs": len(rows), "sweeps": len(roots)}, {}, [png] if png else [],

@@ -122,6 +122,12 @@ class Format:
         """Whether the format names a prompt for `mode` (`crop`: a crop prompt, for any category)."""
         return bool(self.crop_prompts) if mode == "crop" else MODE_ALIASES.get(mode, mode) in self.prompts
 
+    @property
+    def baseline(self) -> str:
+        """The strategy a job in this format is measured against: `crops` where the format reads
+        crops only (two-stage), else `sequential`."""
+        return "crops" if self.two_stage else "sequential"
+
     def describe(self) -> str:
         caps = [c for c in ("forks", "block_text", "boxes", "two_stage") if getattr(self, c)]
         return f"{', '.join(caps) or '-'}; coords: {self.coords or 'none'}"
