@@ -7,8 +7,6 @@ strategies running, and HSD lossless with drafts accepted."""
 import inspect
 import json
 from dataclasses import replace
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -27,7 +25,7 @@ from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import build_strategy
 
-from conftest import ROOT
+from cli_helpers import treedec_here
 from engine_helpers import ForcedTree
 from lossless_helpers import assert_lossless, decode, own_drafts
 
@@ -163,9 +161,8 @@ def test_a_divergence_is_a_near_tie_only_below_the_gap():
 def test_check_from_the_command_line(replica, tmp_path):
     """`check` on a replica (what `python -m treedec tiny model_type=internvl` writes) exits 0
     with every page agreeing; an unknown replica is one line."""
-    r = subprocess.run([sys.executable, "-m", "treedec", "check", f"model.path={replica('internvl')}", "pages=2",
-                        "max_new_tokens=16", f"out={tmp_path / 'c'}"], capture_output=True, text=True, cwd=ROOT,
-                       timeout=600)
+    r = treedec_here("check", f"model.path={replica('internvl')}", "pages=2", "max_new_tokens=16",
+                     f"out={tmp_path / 'c'}")
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["pages"] == 2 and summary["agreeing_pages"] == 2 and summary["diverged_pages"] == 0

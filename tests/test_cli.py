@@ -4,11 +4,15 @@ import sys
 
 import pytest
 
+from cli_helpers import treedec_here
 from conftest import DEMO, ROOT
 
 
-def _run(*args, check=True):
-    r = subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+def _run(*args, check=True, here=True):
+    """The command in this process (`here`), or in a process of its own (what a user sees, warnings
+    printed by a fresh interpreter included)."""
+    r = treedec_here(*args) if here else \
+        subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
     if check:
         assert r.returncode == 0, r.stderr[-2000:]
     return r
@@ -74,7 +78,7 @@ def _one_line(code, stderr, says):
 
 @pytest.mark.parametrize("args, says", JOB_MISTAKES)
 def test_user_mistakes_are_one_line(args, says):
-    r = _run(*args, check=False)
+    r = _run(*args, check=False, here=False)
     _one_line(r.returncode, r.stderr, says)
 
 

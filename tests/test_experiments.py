@@ -128,7 +128,8 @@ def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_pat
     out = tmp_path / "sweep"
     r = subprocess.run([sys.executable, "-m", "treedec", "run", "-m", "model=forced", "model.size=1m",
                         "model.vision_tokens=16", "runtime.threads=1", "runtime.max_pages=4", "data.pages=2", *PAGES,
-                        "strategy=sequential,padoc", "cost_model=true", f"out={out}"],  # as the forced sweep asks for it
+                        "strategy=sequential,padoc", "cost_model=true", "fresh_process=false",  # the jobs in one process:
+                        f"out={out}"],  # the table reads their figures, not how they were isolated
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     table = load_script("experiments/forced_table.py")

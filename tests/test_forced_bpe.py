@@ -3,12 +3,11 @@ that tokenizer's ids, its LM head has that vocabulary, and every strategy still 
 truth exactly, on synthetic pages and on real demo pages (bytes beyond ASCII: Chinese, symbols).
 The BPE is built here from a tiny tiktoken rank file (bytes and letter pairs)."""
 import string
-import subprocess
-import sys
 
 import pytest
 
-from conftest import DEMO, ROOT, run_forced as run, write_tiktoken
+from cli_helpers import treedec_here
+from conftest import DEMO, run_forced as run, write_tiktoken
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.bpe_tokenizer import ROW_TAGS
@@ -80,7 +79,6 @@ def test_a_real_page_beyond_ascii_round_trips(models):
 def test_a_missing_tokenizer_is_one_line(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         ForcedModel("1m", tokenizer=str(tmp_path / "absent.tiktoken"))
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", "model=forced", "model.size=1m", "data=synth",
-                        "data.pages=1", f"model.tokenizer={tmp_path / 'absent.tiktoken'}", f"out={tmp_path / 'o'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = treedec_here("run", "model=forced", "model.size=1m", "data=synth", "data.pages=1",
+                     f"model.tokenizer={tmp_path / 'absent.tiktoken'}", f"out={tmp_path / 'o'}")
     assert r.returncode != 0 and "no such file" in r.stderr and "Traceback" not in r.stderr

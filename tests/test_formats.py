@@ -227,16 +227,13 @@ def test_evaluate_raw_outputs_in_each_format(demo_pages, tmp_path):
 
 def test_cli_evaluate_format_markdown(tmp_path):
     import json
-    import subprocess
-    import sys
-
-    from conftest import DEMO, ROOT
+    from cli_helpers import treedec_here
+    from conftest import DEMO
 
     if not DEMO.is_dir():
         pytest.skip("../shared/omnidocbench_demo is absent")
-    r = subprocess.run([sys.executable, "-m", "treedec", "evaluate", f"pred={DEMO / 'predictions_md'}",
-                        f"gt={DEMO / 'OmniDocBench_demo.json'}", "format=markdown", f"out={tmp_path}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = treedec_here("evaluate", f"pred={DEMO / 'predictions_md'}", f"gt={DEMO / 'OmniDocBench_demo.json'}",
+                     "format=markdown", f"out={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     assert abs(s["text_edit"] - 0.4334536718) < 1e-9 and s["format"] == "markdown"

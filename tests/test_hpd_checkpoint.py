@@ -9,8 +9,6 @@ padoc's ids with drafts accepted; the documented command runs. A random model wr
 layout of its own, so the HPD-form structure is forced (`ForcedTree` with the category as a
 word: the model still picks every letter of the content)."""
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -27,7 +25,7 @@ from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.stages import drafts_ahead
 from treedec.strategies.base import build_strategy
 
-from conftest import ROOT
+from cli_helpers import treedec_here
 from engine_helpers import ForcedTree
 from lossless_helpers import assert_lossless, decode, fitted_head, own_drafts
 
@@ -132,10 +130,9 @@ def test_the_documented_command_runs(replica, head, tmp_path):
     pages = tmp_path / "pages"
     pages.mkdir()
     generate_page(0, PAGE).image.save(pages / "p0.png")
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", f"model.path={replica}", "model.format=hpd",
-                        "strategy=hpd", f"strategy.head={head}", "strategy.k=3", "compare=sequential", "data=images",
-                        f"data.root={pages}", "runtime.max_new_tokens=12", f"out={tmp_path / 'o'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = treedec_here("run", f"model.path={replica}", "model.format=hpd", "strategy=hpd", f"strategy.head={head}",
+                     "strategy.k=3", "compare=sequential", "data=images", f"data.root={pages}",
+                     "runtime.max_new_tokens=12", f"out={tmp_path / 'o'}")
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["pages"] == 1, summary

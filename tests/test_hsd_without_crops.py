@@ -98,15 +98,11 @@ def test_padoc_hsd_runs_on_a_qwen3_vl_checkpoint_from_the_command_line(checkpoin
     """`run model.path=DIR strategy=padoc_hsd` with the default config (no cost model) and with
     cost_model=true: the cost model's step probes step dense on a model without page-blocked
     attention, as the engine does (before: a TypeError from Qwen3VLAdapter.step(pages=...))."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
+    from cli_helpers import treedec_here
 
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", f"model.path={checkpoint}", "strategy=padoc_hsd",
-                        "data=synth", "data.pages=2", "runtime.max_new_tokens=24",
-                        f"out={out}", *extra], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = treedec_here("run", f"model.path={checkpoint}", "strategy=padoc_hsd", "data=synth", "data.pages=2",
+                     "runtime.max_new_tokens=24", f"out={out}", *extra)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["pages"] == 2

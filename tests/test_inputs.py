@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cli_helpers import treedec_here
 from conftest import ROOT
 from inputs_helpers import bad_inputs, pdf_bytes
 from treedec.data import FilesDataset
@@ -23,9 +24,8 @@ TINY = ["model=random", "model.spec.image_size=128", "model.spec.text_layers=1",
         "runtime.max_new_tokens=6", "runtime.threads=1"]
 
 
-def _run(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "treedec", "run", *TINY, *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, **kw)
+def _run(*args):
+    return treedec_here("run", *TINY, *args)
 
 
 def _pages(ds):

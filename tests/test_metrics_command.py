@@ -61,20 +61,16 @@ def test_report_escapes_and_embeds(tmp_path):
 
 def test_cli_evaluate_on_the_demo(tmp_path):
     import json
-    import subprocess
-    import sys
-
-    from conftest import DEMO, ROOT
+    from cli_helpers import treedec_here
+    from conftest import DEMO
 
     if not DEMO.is_dir():
         pytest.skip("../shared/omnidocbench_demo is absent")
-    r = subprocess.run([sys.executable, "-m", "treedec", "evaluate", f"pred={DEMO / 'predictions_md'}",
-                        f"gt={DEMO / 'OmniDocBench_demo.json'}", f"out={tmp_path}"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
+    r = treedec_here("evaluate", f"pred={DEMO / 'predictions_md'}", f"gt={DEMO / 'OmniDocBench_demo.json'}",
+                     f"out={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["pages"] == 12 and (tmp_path / "report.html").is_file()
     assert abs(s["text_edit"] - 0.4334536718) < 1e-9 and "meta" in s
-    r = subprocess.run([sys.executable, "-m", "treedec", "evaluate", f"out={tmp_path / 'x'}"], capture_output=True,
-                       text=True, cwd=ROOT, timeout=300)
+    r = treedec_here("evaluate", f"out={tmp_path / 'x'}")
     assert r.returncode == 2 and "gt, pred must be set" in r.stderr

@@ -1,8 +1,6 @@
 """experiments/recalibrate.py: a finished job's counts timed again in a later process from its folder
 (experiments/reproject.py, experiments/break_even.py), with the job's own model or another size:
 the same buckets the run timed, each probed, and a larger model's probes cost more."""
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -10,7 +8,8 @@ import torch
 from treedec.cost_model import project
 from treedec.engine.pass_log import PassLog
 
-from conftest import ROOT, load_script
+from cli_helpers import treedec_here
+from conftest import load_script
 from test_run import PAGES
 
 _script = load_script("experiments/recalibrate.py")
@@ -22,9 +21,7 @@ FORCED = ["model=forced", "model.size=1m", "model.vision_tokens=16", "runtime.th
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     out = tmp_path_factory.mktemp("job")
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", *FORCED, "strategy=padoc", "cost_model=true", *PAGES,
-                        f"out={out}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = treedec_here("run", *FORCED, "strategy=padoc", "cost_model=true", *PAGES, f"out={out}")
     assert r.returncode == 0, r.stderr[-2000:]
     return out
 

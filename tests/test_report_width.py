@@ -4,22 +4,19 @@ per-page table), a `compare` page of two sweeps with long swept keys, and `evalu
 have no horizontal scroll (wide tables scroll in their own box), and every plot is shown at
 no less than 80% of its own width (no 6-px axis text)."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from browser_helpers import browser, measure
-from conftest import DEMO, ROOT
+from cli_helpers import treedec_here
+from conftest import DEMO
 
 WIDTH = 1280
 LEGIBLE = 0.8  # the least share of a plot's own width it may be shown at
 
 
-def _treedec(*args, timeout=900):
-    r = subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
-                       timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+def _treedec(*args):
+    r = treedec_here(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     return r
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 from PIL import Image
 
+from cli_helpers import treedec_here
 from conftest import ROOT
 from treedec.quality import QUALITY_KEYS
 from treedec.errors import UserError
@@ -20,10 +21,12 @@ TINY = ["model=random", "model.spec.image_size=128", "model.spec.text_layers=1",
 PAGES = ["data.page.width=128", "data.page.height=128", "data.page.cell=[8,8]", "data.page.margin=1"]
 
 
-def _run(*args, env=None):
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", *TINY, *args], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600, env={**os.environ, **(env or {})})
-    return r
+def _run(*args, env=None, here=True):
+    """`run` on the tiny random model, in this process (`here`) or in a process of its own."""
+    if here:
+        return treedec_here("run", *TINY, *args, env=env)
+    return subprocess.run([sys.executable, "-m", "treedec", "run", *TINY, *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600, env={**os.environ, **(env or {})})
 
 
 def test_run_writes_the_outputs_contract(tmp_path):
@@ -83,7 +86,8 @@ def test_run_at_several_concurrency_levels(tmp_path):
     extra = ["logger=wandb"] if wandb else []
     home = str(tmp_path / "wandb-home")
     env = {"WANDB_SILENT": "true", **{f"WANDB_{d}_DIR": home for d in ("CONFIG", "CACHE", "DATA")}}
-    r = _run("data.pages=2", *PAGES, "compare=sequential", "concurrency=[2,1]", *extra, f"out={tmp_path}", env=env)
+    r = _run("data.pages=2", *PAGES, "compare=sequential", "concurrency=[2,1]", *extra, f"out={tmp_path}", env=env,
+             here=not wandb)  # W&B starts a service: a process of its own
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     rows = s["by_concurrency"]

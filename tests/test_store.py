@@ -10,6 +10,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
+from cli_helpers import treedec_here
 from conftest import ROOT
 from test_run import PAGES, TINY
 from treedec import store
@@ -25,8 +26,10 @@ def _figures(obj):
 
 
 def _treedec(*args, env=None):
-    r = subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=900,
-                       env={**os.environ, **(env or {})})
+    """The command in this process; with `env` (W&B's folders) in a process of its own."""
+    r = treedec_here(*args) if env is None else \
+        subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=900,
+                       env={**os.environ, **env})
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import DEMO, ROOT, load_script
+from conftest import DEMO, load_script
 from treedec.data import open_dataset
 from treedec.data.synth import PRESETS, SynthConfig, generate_page, synth_config
 from treedec.depth import page_stats, summarize
@@ -100,11 +100,9 @@ def test_depth_and_run_read_the_same_pages_by_default(overrides):
 
 
 def test_depth_prints_and_records_page_statistics(tmp_path):
-    import subprocess
-    import sys
+    from cli_helpers import treedec_here
 
-    r = subprocess.run([sys.executable, "-m", "treedec", "depth", "data.pages=6", "data.page.preset=v2", f"out={tmp_path}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = treedec_here("depth", "data.pages=6", "data.page.preset=v2", f"out={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["page_config"]["preset"] == "v2" and s["page_config"]["width"] == PRESETS["v2"]["width"]

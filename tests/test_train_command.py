@@ -1,11 +1,8 @@
 """`python -m treedec train` end to end at toy size: the model folder it writes loads, carries
 the page distribution it was trained on, and `run` then defaults to those pages."""
 import json
-import os
-import subprocess
-import sys
 
-from conftest import ROOT
+from cli_helpers import treedec_here
 
 SPEC = ["model.spec.image_size=128", "model.spec.patch_size=16", "model.spec.text_layers=1", "model.spec.vision_layers=1",
         "model.spec.vision_hidden=48", "model.spec.text_hidden=64", "model.spec.head_dim=32"]
@@ -14,8 +11,7 @@ STAGE = "+train.stages=[{page: {cell: [16, 16], margin: 1, regions: [1, 1], para
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return treedec_here(*args)
 
 
 def test_train_writes_a_model_that_run_uses_with_its_pages(tmp_path):
