@@ -51,21 +51,31 @@ def _untimed(obj):
 def test_rerunning_a_sweep_config_repeats_its_pages_and_figures(tmp_path):
     """Seeds everywhere (issue 21.5): the tiny sweep `smoke` (a random VLM; sequential, crops and
     hsd with pipeline drafts from a cold cache) run twice into two stores gives the same pages,
-    byte for byte, the same figures and the same compare table, timings aside."""
+    byte for byte, the same figures and the same compare table, timings aside. The first run is
+    the script's (each job in a process of its own, `fresh_process=true`); the second runs the
+    script's command lines in this process with every job in it too (`fresh_process=false`: jobs
+    that share a process start from their seed), so its jobs' keys differ by that key alone."""
     import json
     import subprocess
     import sys
 
-    for d in ("a", "b"):
-        r = subprocess.run([sys.executable, str(ROOT / "experiments" / "sweep.py"), "smoke", f"out={tmp_path / d}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=900)
+    from cli_helpers import treedec_here
+
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "sweep.py"), "smoke", f"out={tmp_path / 'a'}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for cmd in load_script("experiments/sweep.py").command_lines("smoke", ["fresh_process=false", f"out={tmp_path / 'b'}"]):
+        assert cmd[1:3] == ["-m", "treedec"]
+        r = treedec_here(*[c for c in cmd[3:] if cmd[3] == "run" or c != "fresh_process=false"])
         assert r.returncode == 0, r.stderr[-3000:]
     a, b = tmp_path / "a", tmp_path / "b"
     jobs = sorted(str(p.parent.relative_to(a)) for p in a.rglob("result.json"))
     assert len(jobs) == 3 and jobs == sorted(str(p.parent.relative_to(b)) for p in b.rglob("result.json"))
     for job in jobs:
         ra, rb = (json.loads((d / job / "result.json").read_text()) for d in (a, b))
-        assert ra["key"] == rb["key"] and _untimed(ra["summary"]) == _untimed(rb["summary"])
+        assert ra["key"] != rb["key"] and _untimed(ra["summary"]) == _untimed(rb["summary"])
+        assert ra["inputs"]["config"]["fresh_process"] and not rb["inputs"]["config"]["fresh_process"]
+        assert {**ra["inputs"]["config"], "fresh_process": None} == {**rb["inputs"]["config"], "fresh_process": None}
         assert ra["summary"]["median_steps"] > 0
         assert "cost_model" not in ra["summary"]  # opt-in: a default sweep calibrates nothing (probes: test_cost_model)
         pages = sorted(p.name for p in (a / job / "pages").iterdir())
@@ -123,14 +133,14 @@ def test_forced_table_reads_a_sweep_with_ratios_and_each_jobs_time_split(tmp_pat
     import subprocess
     import sys
 
+    from cli_helpers import treedec_here
     from test_run import PAGES
 
     out = tmp_path / "sweep"
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", "-m", "model=forced", "model.size=1m",
-                        "model.vision_tokens=16", "runtime.threads=1", "runtime.max_pages=4", "data.pages=2", *PAGES,
-                        "strategy=sequential,padoc", "cost_model=true", "fresh_process=false",  # the jobs in one process:
-                        f"out={out}"],  # the table reads their figures, not how they were isolated
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = treedec_here("run", "-m", "model=forced", "model.size=1m", "model.vision_tokens=16", "runtime.threads=1",
+                     "runtime.max_pages=4", "data.pages=2", *PAGES, "strategy=sequential,padoc", "cost_model=true",
+                     "fresh_process=false",  # the jobs in this process: the table reads their figures, not how
+                     f"out={out}")  # they were isolated
     assert r.returncode == 0, r.stderr[-2000:]
     table = load_script("experiments/forced_table.py")
     rows = {row["strategy"]: row for row in table.rows_of("1m", str(out))}

@@ -11,6 +11,7 @@ import sys
 import pytest
 from PIL import Image
 
+from cli_helpers import treedec_here
 from conftest import ROOT
 from treedec.data import open_dataset
 from treedec.evaluate import evaluate_pages
@@ -25,10 +26,13 @@ KILLED_AT = 4  # pages marked done when the run is killed: every readable page, 
 KEPT = {"a_doc.p001", "a_doc.p002"}  # the pages still done once two of those are damaged (`folder`)
 
 
-def _run(data, out, *args, env=None):
-    return subprocess.run([sys.executable, "-m", "treedec", "run", "data=images", f"data.root={data}", f"out={out}",
-                           *FAST, *args], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env={**os.environ, **(env or {})})
+def _run(data, out, *args, env=None, here=True):
+    """`run` on the folder `data`, in this process (`here`) or in one of its own (the one killed)."""
+    args = ["run", "data=images", f"data.root={data}", f"out={out}", *FAST, *args]
+    if here:
+        return treedec_here(*args, env=env)
+    return subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600, env={**os.environ, **(env or {})})
 
 
 def _page_files(out):
@@ -70,7 +74,7 @@ def folder(tmp_path_factory):
     whole = _run(data, root / "whole")
     assert whole.returncode == 0, whole.stderr[-2000:]
     out = root / "out"
-    killed = _run(data, out, "runtime.max_pages=1", env={KILL_AFTER: str(KILLED_AT)})
+    killed = _run(data, out, "runtime.max_pages=1", env={KILL_AFTER: str(KILLED_AT)}, here=False)
     assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL: no summary, nothing cleaned up
     done = list(journal(out))
     _half_write(out)
