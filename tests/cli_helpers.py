@@ -3,10 +3,10 @@ print on stdout and stderr and exit with, without the ~4 CPU-seconds of imports 
 transformers, Hydra) each fresh interpreter pays; most of the suite's command-line tests check a
 command's outputs, not its process.
 
-Kept in a subprocess, by the tests themselves: what only a process shows (warnings printed once
-per interpreter, signals and kills, exit on Ctrl-C, a cold import), vLLM, W&B and OpenVINO (which
-start services or leave process-wide state), and the sweeps whose jobs run in processes of their
-own anyway. Each call here restores what a command changes for the process: the working folder,
+Kept in a process of their own by the tests (`treedec(..., here=False)`): what only a process
+shows (warnings printed once per interpreter, signals and kills, exit on Ctrl-C, a cold import),
+vLLM, W&B and OpenVINO (which start services or leave process-wide state), and the sweeps whose
+jobs run in processes of their own anyway. Each call here restores what a command changes for the process: the working folder,
 `sys.argv`, the environment, torch's thread count, the root logger's handlers and Hydra's global
 state."""
 from __future__ import annotations
@@ -15,12 +15,12 @@ import contextlib
 import io
 import logging
 import os
+import subprocess
 import sys
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 
 
 @dataclass
@@ -76,3 +76,12 @@ def treedec_here(*args: str, env: dict | None = None) -> Ran:
         logging.root.setLevel(level)
         GlobalHydra.instance().clear()
     return Ran(["treedec", *args], int(code or 0), out.getvalue(), err.getvalue())
+
+
+def treedec(*args: str, env: dict | None = None, here: bool = True, timeout: int = 600):
+    """`python -m treedec *args` in this process (`here`, `treedec_here`) or in a process of its own
+    (what a user sees: a fresh interpreter's warnings, exit on a signal), with `env` added."""
+    if here:
+        return treedec_here(*args, env=env)
+    return subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout, env={**os.environ, **(env or {})})

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cli_helpers import treedec_here
+from cli_helpers import treedec
 from conftest import DEMO, ROOT, write_tiktoken
 from treedec.depth import page_depth
 from treedec.errors import UserError
@@ -75,14 +75,14 @@ def test_depth_command_takes_a_tokenizer(tmp_path):
     path = write_tiktoken(tmp_path / "t.tiktoken", [bytes([a, b]) for a in letters for b in letters])
     runs = {}
     for name, extra in (("char", []), ("bpe", [f"tokenizer={path}"])):
-        r = treedec_here("depth", "data.pages=6", f"out={tmp_path / name}", *extra)
+        r = treedec("depth", "data.pages=6", f"out={tmp_path / name}", *extra)
         assert r.returncode == 0, r.stderr[-2000:]
         runs[name] = json.loads((tmp_path / name / "summary.json").read_text())
     assert runs["bpe"]["tokenizer"] == str(path) and runs["char"]["tokenizer"] == "treedec char-level"
     assert runs["bpe"]["mean_sequential_depth"] < runs["char"]["mean_sequential_depth"]
     assert runs["bpe"]["page_stats"]["content_per_layout"][1] < runs["char"]["page_stats"]["content_per_layout"][1]
-    r = subprocess.run([sys.executable, "-m", "treedec", "depth", "tokenizer=/no/such.tiktoken", f"out={tmp_path / 'x'}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)  # one line, as a fresh process prints it
+    r = treedec("depth", "tokenizer=/no/such.tiktoken", f"out={tmp_path / 'x'}", here=False,
+                timeout=300)  # one line, as a fresh process prints it
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1 and "no such file" in lines[0], r.stderr
 

@@ -1,18 +1,16 @@
 import json
-import subprocess
 import sys
 
 import pytest
 
-from cli_helpers import treedec_here
-from conftest import DEMO, ROOT
+from cli_helpers import treedec
+from conftest import DEMO
 
 
 def _run(*args, check=True, here=True):
     """The command in this process (`here`), or in a process of its own (what a user sees, warnings
     printed by a fresh interpreter included)."""
-    r = treedec_here(*args) if here else \
-        subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = treedec(*args, here=here, timeout=300)
     if check:
         assert r.returncode == 0, r.stderr[-2000:]
     return r

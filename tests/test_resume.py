@@ -3,16 +3,12 @@ started again with the same out= decodes only the rest; every page's Markdown an
 JSON then equal an uninterrupted run's byte for byte, the pages done before the kill are not
 rewritten, a half-written page is redone, and a rerun whose pages would differ is refused in one line."""
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from PIL import Image
 
-from cli_helpers import treedec_here
-from conftest import ROOT
+from cli_helpers import treedec
 from treedec.data import open_dataset
 from treedec.evaluate import evaluate_pages
 from treedec.io.markdown import page_to_markdown
@@ -28,11 +24,7 @@ KEPT = {"a_doc.p001", "a_doc.p002"}  # the pages still done once two of those ar
 
 def _run(data, out, *args, env=None, here=True):
     """`run` on the folder `data`, in this process (`here`) or in one of its own (the one killed)."""
-    args = ["run", "data=images", f"data.root={data}", f"out={out}", *FAST, *args]
-    if here:
-        return treedec_here(*args, env=env)
-    return subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600, env={**os.environ, **(env or {})})
+    return treedec("run", "data=images", f"data.root={data}", f"out={out}", *FAST, *args, env=env, here=here)
 
 
 def _page_files(out):

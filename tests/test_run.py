@@ -2,14 +2,13 @@
 throughput and latency at several concurrency levels."""
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 from PIL import Image
 
-from cli_helpers import treedec_here
+from cli_helpers import treedec
 from conftest import ROOT
 from treedec.quality import QUALITY_KEYS
 from treedec.errors import UserError
@@ -23,10 +22,7 @@ PAGES = ["data.page.width=128", "data.page.height=128", "data.page.cell=[8,8]", 
 
 def _run(*args, env=None, here=True):
     """`run` on the tiny random model, in this process (`here`) or in a process of its own."""
-    if here:
-        return treedec_here("run", *TINY, *args, env=env)
-    return subprocess.run([sys.executable, "-m", "treedec", "run", *TINY, *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, env={**os.environ, **(env or {})})
+    return treedec("run", *TINY, *args, env=env, here=here)
 
 
 def test_run_writes_the_outputs_contract(tmp_path):

@@ -2,16 +2,12 @@
 (config, code, page settings, weights), atomic results, W&B groups, and seeds (the same config
 gives the same pages and figures)."""
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from omegaconf import OmegaConf
 
-from cli_helpers import treedec_here
-from conftest import ROOT
+from cli_helpers import treedec
 from test_run import PAGES, TINY
 from treedec import store
 
@@ -27,9 +23,7 @@ def _figures(obj):
 
 def _treedec(*args, env=None):
     """The command in this process; with `env` (W&B's folders) in a process of its own."""
-    r = treedec_here(*args) if env is None else \
-        subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT, timeout=900,
-                       env={**os.environ, **env})
+    r = treedec(*args, env=env, here=env is None, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 

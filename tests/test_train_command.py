@@ -10,20 +10,16 @@ STAGE = "+train.stages=[{page: {cell: [16, 16], margin: 1, regions: [1, 1], para
         "furniture_prob: 0.0, kinds: {text_block: 1.0}}}]"
 
 
-def _cli(*args):
-    return treedec_here(*args)
-
-
 def test_train_writes_a_model_that_run_uses_with_its_pages(tmp_path):
-    r = _cli("train", *SPEC, "train.steps=3", "train.pages_per_step=2", "train.threads=1", "train.warmup=1",
-             "train.grounding.vision_warmup=0", STAGE, f"out={tmp_path / 'train'}")
+    r = treedec_here("train", *SPEC, "train.steps=3", "train.pages_per_step=2", "train.threads=1", "train.warmup=1",
+                     "train.grounding.vision_warmup=0", STAGE, f"out={tmp_path / 'train'}")
     assert r.returncode == 0, r.stderr[-3000:]
     model = tmp_path / "train" / "model"
     assert (tmp_path / "train" / "loss.png").stat().st_size > 0
     pages = json.loads((model / "treedec.json").read_text())["pages"]
     assert (pages["width"], pages["cell"], pages["wrap"]) == (128, [16, 16], "hard")
-    r = _cli("run", f"model.path={model}", "data.pages=1", "runtime.max_new_tokens=4", "runtime.threads=1",
-             f"out={tmp_path / 'run'}")
+    r = treedec_here("run", f"model.path={model}", "data.pages=1", "runtime.max_new_tokens=4", "runtime.threads=1",
+                     f"out={tmp_path / 'run'}")
     assert r.returncode == 0, r.stderr[-3000:]
     from treedec.data import open_dataset
     from treedec.data.synth import SynthConfig
@@ -37,8 +33,9 @@ def test_train_average_ships_the_mean_of_the_last_checkpoints(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    r = _cli("train", *SPEC, "train.steps=4", "train.ckpt_every=2", "train.average=2", "train.pages_per_step=2",
-             "train.threads=1", "train.warmup=1", "train.grounding.vision_warmup=0", STAGE, f"out={tmp_path}")
+    r = treedec_here("train", *SPEC, "train.steps=4", "train.ckpt_every=2", "train.average=2",
+                     "train.pages_per_step=2", "train.threads=1", "train.warmup=1", "train.grounding.vision_warmup=0",
+                     STAGE, f"out={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     ck = tmp_path / "checkpoints"
     s2, s4 = load_file(ck / "step-2" / "model.safetensors"), load_file(ck / "step-4" / "model.safetensors")
