@@ -158,6 +158,36 @@ def test_resume_false_starts_afresh(folder, capsys):
     assert json.loads((out / FOLDER / "fingerprint.json").read_text())["config"]["strategy.name"] == "sequential"
 
 
+def test_a_rerun_of_a_finished_run_keeps_its_summary(folder, tmp_path):
+    """Earlier sittings decoded every page (a sweep's job the store reruns after a commit, say): a
+    rerun decodes nothing and their summary stands, said in one line (not a summary of nothing,
+    0 pages/s, over the measured one); without that summary, nothing is decoded and no speed made up."""
+    data = tmp_path / "in"
+    data.mkdir()
+    for png in folder["data"].glob("synth_*.png"):
+        shutil.copy(png, data)
+    out = tmp_path / "out"
+    first = _run(data, out)
+    assert first.returncode == 0, first.stderr[-2000:]
+    measured = (out / "summary.json").read_bytes()
+    s = json.loads(measured)
+    assert s["pages_decoded"] == 2 and s["pages_per_s"] > 0 and s["median_steps"] > 0
+    stored = json.loads((out / FOLDER / "fingerprint.json").read_text())
+    (out / FOLDER / "fingerprint.json").write_text(json.dumps({**stored, "code": {"git": "0" * 40}}))  # a commit since
+    again = _run(data, out)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (out / "summary.json").read_bytes() == measured
+    assert f"earlier sittings decoded all 2 pages into {out}: nothing to decode" in again.stderr
+    assert again.stderr.count("treedec's code changed since the first sitting") == 1
+    (out / "summary.json").unlink()  # as a sitting killed after its last page leaves it
+    third = _run(data, out)
+    assert third.returncode == 0, third.stderr[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["resumed_pages"] == 2 and s["pages_decoded"] == 0 and s["pages"] == 2
+    assert s["pages_per_s"] is None and s["tokens_per_s"] is None and s["median_steps"] is None
+    assert s["page_flags"] == json.loads(measured)["page_flags"]  # the inputs' figures: every page, read back
+
+
 def test_read_back_pages_score_and_read_as_written(tmp_path):
     """What quality and documents see of an earlier sitting's page: its OmniDocBench JSON read
     back gives the same Markdown and the same scores as the page itself."""

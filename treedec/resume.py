@@ -109,7 +109,7 @@ class Sitting:
         sitting = cls(out)
         if not cfg.get("resume", True):
             sitting.clear()
-        sitting.earlier = check(cfg, out)
+        sitting.earlier = check(cfg, out, say=False)  # said by the command's own check, before it writes
         if not sitting.earlier:
             sitting.start(fingerprint(cfg))
         for tmp in (sitting.dir / "pages").glob(".*.tmp"):  # files a killed sitting left half-written
@@ -185,15 +185,36 @@ class Sitting:
         return PageRecord(name, page, "", gt=gt, flags=list(figures.get("flags") or []),
                           kept={k: v for k, v in figures.items() if k not in ("name", "flags")})
 
+    def finished(self, samples, strategy: str) -> dict[str, Any] | None:
+        """Where earlier sittings finished every page of `samples` and the last of them wrote
+        its summary (not an interrupted one, of `strategy`, on as many pages): that summary,
+        which stands as written (its speed covers the pages it decoded; decoding nothing again
+        would measure nothing); said in one line. Else None: there are pages to decode."""
+        if not self.earlier or len(self.remaining(samples)):
+            return None
+        try:
+            kept = json.loads((self.dir / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if (not isinstance(kept, dict) or kept.get("interrupted") or kept.get("strategy") != strategy
+                or kept.get("pages") != len(page_names(samples)) or "meta" not in kept):
+            return None
+        made = kept["meta"]
+        print(f"note: earlier sittings decoded all {kept['pages']} pages into {self.dir}: nothing to decode; its "
+              f"summary.json (git {str(made.get('git'))[:7]}, {made.get('finished')}) stands "
+              "(resume=false decodes every page again)", file=sys.stderr)
+        return kept
+
     def figures(self, decoded: int) -> dict[str, Any]:
         """summary.json's keys about the sittings."""
         return {"resumed_pages": len(self.earlier), "pages_decoded": decoded, "speed_covers": SPEED_COVERS}
 
 
-def check(cfg: Any, out: str | Path) -> dict[str, dict]:
+def check(cfg: Any, out: str | Path, say: bool = True) -> dict[str, dict]:
     """The pages earlier sittings finished in `out` (name -> journal entry, files checked);
     a one-line UserError where this config's pages would differ from theirs, or where
-    `compare=` asks for a baseline on a run that resumes. With `resume=false`: none."""
+    `compare=` asks for a baseline on a run that resumes. With `resume=false`: none. `say`:
+    note on stderr where the code changed since the first sitting."""
     out = Path(out)
     done = journal(out) if cfg.get("resume", True) else {}
     stored = _stored(out)
@@ -209,7 +230,7 @@ def check(cfg: Any, out: str | Path) -> dict[str, dict]:
     if cfg.get("compare"):
         raise UserError(f"out={out} holds {len(done)} pages of an earlier sitting and compare= does not resume "
                         f"(its baseline would see only the pages left): {how}")
-    if stored.get("code") != code_version():
+    if say and stored.get("code") != code_version():
         print(f"note: treedec's code changed since the first sitting into {out}; its {len(done)} pages are kept",
               file=sys.stderr)
     return done

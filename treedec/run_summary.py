@@ -43,7 +43,8 @@ def baseline_figures(base: RunResult, name: str, speed: Mapping[str, Any]) -> di
     bs = speed_figures(base)
     return {"baseline": {"strategy": name, **{k: bq.get(k) for k in QUALITY_KEYS}, **bs},
             "steps_ratio": bs["median_steps"] / speed["median_steps"] if speed["median_steps"] else None,
-            "throughput_ratio": speed["pages_per_s"] / bs["pages_per_s"] if bs["pages_per_s"] else None,
+            "throughput_ratio": speed["pages_per_s"] / bs["pages_per_s"]
+            if bs["pages_per_s"] and speed["pages_per_s"] is not None else None,
             "p95_ratio": bs["p95_latency_s"] / speed["p95_latency_s"] if speed["p95_latency_s"] else None}
 
 

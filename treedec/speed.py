@@ -40,8 +40,8 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
         "rows_per_step": rows_per_step(res, steps),
         "generated_tokens": int(sum(r.generated for r in recs)),
-        "pages_per_s": len(recs) / res.wall_s if res.wall_s else None,
-        "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if res.wall_s else None,
+        "pages_per_s": len(recs) / res.wall_s if recs and res.wall_s else None,  # None: nothing decoded, no speed
+        "tokens_per_s": sum(r.generated for r in recs) / res.wall_s if recs and res.wall_s else None,
         "p50_latency_s": pct(lat, 50), "p95_latency_s": pct(lat, 95), "p99_latency_s": pct(lat, 99),
         "p50_decode_latency_s": pct(decode, 50), "p95_decode_latency_s": pct(decode, 95),
         "p99_decode_latency_s": pct(decode, 99),

@@ -47,6 +47,9 @@ def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass
+    finished = sitting.finished(samples, cfg.strategy.name)
+    if finished is not None:  # every page was decoded by earlier sittings: their summary stands
+        return finished
     alerts = _say(model_notes(cfg))  # said once, on stderr, in summary.json and at the top of the report
     names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
     by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out, runtime, sitting)
