@@ -90,6 +90,11 @@ def test_killed_run_resumes_the_rest_and_equals_an_uninterrupted_one(folder):
     assert (out / "documents" / "a_doc.md").read_bytes() == (root / "whole" / "documents" / "a_doc.md").read_bytes()
     ref = json.loads((root / "whole" / "summary.json").read_text())
     assert s["page_flags"] == ref["page_flags"] and ref["resumed_pages"] == 0 and ref["pages_decoded"] == 5
+    # steps are each page's own: over every page, the earlier ones' read back, as the uninterrupted run's
+    assert s["steps_cover"] == "every page" and s["by_concurrency"][0]["median_steps"] is not None
+    for key in ("median_steps", "mean_steps", "iqr_steps", "median_root_steps", "tokens_per_step", "accepted_per_step"):
+        assert s[key] == pytest.approx(ref[key]), key
+    assert s["mean_steps"] != pytest.approx(s["by_concurrency"][0]["mean_steps"])  # not this sitting's 3 pages alone
 
 
 def _copy(folder, name):
@@ -161,7 +166,8 @@ def test_resume_false_starts_afresh(folder, capsys):
 def test_a_rerun_of_a_finished_run_keeps_its_summary(folder, tmp_path):
     """Earlier sittings decoded every page (a sweep's job the store reruns after a commit, say): a
     rerun decodes nothing and their summary stands, said in one line (not a summary of nothing,
-    0 pages/s, over the measured one); without that summary, nothing is decoded and no speed made up."""
+    0 pages/s, over the measured one); without that summary, nothing is decoded, no speed is made up
+    and the steps are the pages' own."""
     data = tmp_path / "in"
     data.mkdir()
     for png in folder["data"].glob("synth_*.png"):
@@ -184,7 +190,8 @@ def test_a_rerun_of_a_finished_run_keeps_its_summary(folder, tmp_path):
     assert third.returncode == 0, third.stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["resumed_pages"] == 2 and s["pages_decoded"] == 0 and s["pages"] == 2
-    assert s["pages_per_s"] is None and s["tokens_per_s"] is None and s["median_steps"] is None
+    assert s["pages_per_s"] is None and s["tokens_per_s"] is None and s["by_concurrency"][0]["median_steps"] is None
+    assert s["median_steps"] == json.loads(measured)["median_steps"]  # each page's own steps, read back
     assert s["page_flags"] == json.loads(measured)["page_flags"]  # the inputs' figures: every page, read back
 
 

@@ -36,6 +36,7 @@ FINGERPRINT = "fingerprint.json"
 JOURNAL = "done.jsonl"
 HASHED = {"md": ".md", "omnidocbench": ".omnidocbench.json"}  # a page's files that hold the page (no timings)
 SPEED_COVERS = "pages decoded in this sitting"
+STEPS_COVER = "every page"  # a page's steps are its own: those of earlier sittings' pages read back (treedec.speed.step_figures)
 # keys that change how a run goes, not what its pages are: where and how it is logged and reported, how many pages
 # are in flight and on how many threads, drafting's workers and cache, which pages of the data are selected
 OUT_OF_BAND = {
@@ -207,7 +208,8 @@ class Sitting:
 
     def figures(self, decoded: int) -> dict[str, Any]:
         """summary.json's keys about the sittings."""
-        return {"resumed_pages": len(self.earlier), "pages_decoded": decoded, "speed_covers": SPEED_COVERS}
+        return {"resumed_pages": len(self.earlier), "pages_decoded": decoded, "speed_covers": SPEED_COVERS,
+                "steps_cover": STEPS_COVER}
 
 
 def check(cfg: Any, out: str | Path, say: bool = True) -> dict[str, dict]:

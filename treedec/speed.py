@@ -3,7 +3,7 @@ levels (throughput and latency vs concurrency). Shared by `run` and
 experiments/bench_engine.py."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,13 +31,8 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         return float(np.percentile(xs, q)) if xs else None
 
     return {
-        "median_steps": float(np.median(steps)) if steps else None,
-        "mean_steps": float(np.mean(steps)) if steps else None,  # throughput follows the mean
-        "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))] if steps else None,
-        # steps up to the root stream's end: the layout stream's share of a tree's critical path
-        "median_root_steps": float(np.median([r.root_steps for r in recs])) if recs else None,
-        "tokens_per_step": float(np.mean([r.generated / r.steps for r in recs])) if recs else None,
-        "accepted_per_step": float(np.mean([r.accepted_per_step for r in recs])) if recs else None,
+        **step_figures([{"steps": r.steps, "root_steps": r.root_steps, "generated_tokens": r.generated,
+                         "accepted_per_step": r.accepted_per_step} for r in recs]),
         "rows_per_step": rows_per_step(res, steps),
         "generated_tokens": int(sum(r.generated for r in recs)),
         "pages_per_s": len(recs) / res.wall_s if recs and res.wall_s else None,  # None: nothing decoded, no speed
@@ -54,6 +49,27 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         **draft_cost_figures(res),
         **projection_figures(res),
         **res.attention,  # attention_padding (score elements handed to the kernels / real ones), per run and step
+    }
+
+
+def step_figures(pages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The depth figures of pages, from each page's figures (`PageRecord.figures`, or an earlier
+    sitting's `pages/<name>.json`): its `steps`, `root_steps`, `generated_tokens` and
+    `accepted_per_step`; pages without steps (unreadable) left out. A page's own, whichever run
+    decoded it (unlike speed)."""
+    pages = [p for p in pages if p.get("steps")]
+    steps = [p["steps"] for p in pages]
+    if not steps:
+        return dict.fromkeys(("median_steps", "mean_steps", "iqr_steps", "median_root_steps", "tokens_per_step",
+                              "accepted_per_step"))
+    return {
+        "median_steps": float(np.median(steps)),
+        "mean_steps": float(np.mean(steps)),  # throughput follows the mean
+        "iqr_steps": [float(np.percentile(steps, 25)), float(np.percentile(steps, 75))],
+        # steps up to the root stream's end: the layout stream's share of a tree's critical path
+        "median_root_steps": float(np.median([p["root_steps"] for p in pages])),
+        "tokens_per_step": float(np.mean([p["generated_tokens"] / p["steps"] for p in pages])),
+        "accepted_per_step": float(np.mean([p["accepted_per_step"] for p in pages])),
     }
 
 
