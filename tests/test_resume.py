@@ -185,6 +185,7 @@ def test_a_rerun_of_a_finished_run_keeps_its_summary(folder, tmp_path):
     assert (out / "summary.json").read_bytes() == measured
     assert f"earlier sittings decoded all 2 pages into {out}: nothing to decode" in again.stderr
     assert again.stderr.count("treedec's code changed since the first sitting") == 1
+    assert f"kept {out}/summary.json" in again.stdout and "wrote" not in again.stdout
     (out / "summary.json").unlink()  # as a sitting killed after its last page leaves it
     third = _run(data, out)
     assert third.returncode == 0, third.stderr[-2000:]

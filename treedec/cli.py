@@ -213,7 +213,9 @@ def _run_here(command: str, cfg, hc, sweep: bool) -> dict | None:
                          name=hc.job.override_dirname or None)
     log_outputs(logger, summary, out.dir)
     logger.finish()
-    print(f"wrote {out.dir}/summary.json")
+    path = out.dir / "summary.json"
+    kept = path.is_file() and path.stat().st_mtime < out.started  # an earlier sitting's, left as it was (treedec.resume)
+    print(f"{'kept' if kept else 'wrote'} {path}")
     return summary
 
 
