@@ -36,7 +36,7 @@ FINGERPRINT = "fingerprint.json"
 JOURNAL = "done.jsonl"
 HASHED = {"md": ".md", "omnidocbench": ".omnidocbench.json"}  # a page's files that hold the page (no timings)
 SPEED_COVERS = "pages decoded in this sitting"
-STEPS_COVER = "every page"  # a page's steps are its own: those of earlier sittings' pages read back (treedec.speed.step_figures)
+STEPS_COVER = "every page"  # a page's steps are its own: earlier sittings' read back (treedec.run_summary)
 # keys that change how a run goes, not what its pages are: where and how it is logged and reported, how many pages
 # are in flight and on how many threads, drafting's workers and cache, which pages of the data are selected
 OUT_OF_BAND = {
@@ -198,7 +198,7 @@ class Sitting:
         except (OSError, ValueError):
             return None
         if (not isinstance(kept, dict) or kept.get("interrupted") or kept.get("strategy") != strategy
-                or kept.get("pages") != len(page_names(samples)) or "meta" not in kept):
+                or kept.get("pages") != len(samples) or "meta" not in kept):  # as run_summary wrote it
             return None
         made = kept["meta"]
         print(f"note: earlier sittings decoded all {kept['pages']} pages into {self.dir}: nothing to decode; its "

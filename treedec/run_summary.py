@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from treedec.engine.draft_stats import depth_figures
 from treedec.quality import QUALITY_KEYS, quality_figures, truth_text_edit
 from treedec.records import RunResult
-from treedec.speed import speed_figures
+from treedec.speed import speed_figures, step_figures
 
 
 def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: list[dict], quality: Mapping[str, Any],
@@ -17,13 +17,15 @@ def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: li
                 alerts: Sequence[str] = (), runtime_notes: Sequence[str] = ()) -> dict[str, Any]:
     """The summary of `results` (the strategy's pass at the largest level first, then the compared
     one's if any; `names`: theirs as the config gives them) whose quality figures are `quality`, of
-    the pages `scored` (default: the strategy's; a resumed run's: with the earlier sittings');
-    `inputs`: the figures about the inputs."""
+    the pages `scored` (default: the strategy's; a resumed run's: with the earlier sittings'), as
+    are its step figures (a page's own; its speed: the pages `results` decoded); `inputs`: the
+    figures about the inputs."""
     res = results[0]
     speed = speed_figures(res)
+    steps = step_figures([r.figures() for r in (scored or res).records])
     summary: dict[str, Any] = {"pages": pages, "strategy": names[0], "format": fmt.name if fmt else "treedec", **inputs,
                                **{k: quality.get(k) for k in QUALITY_KEYS},
-                               **speed, "concurrency": concurrency, "steps_counted": steps_counted}
+                               **speed, **steps, "concurrency": concurrency, "steps_counted": steps_counted}
     if len(results) > 1:
         summary.update(baseline_figures(results[1], names[1], speed))
     if forced and quality.get("text_edit") is not None:

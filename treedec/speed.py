@@ -31,8 +31,7 @@ def speed_figures(res: RunResult) -> dict[str, Any]:
         return float(np.percentile(xs, q)) if xs else None
 
     return {
-        **step_figures([{"steps": r.steps, "root_steps": r.root_steps, "generated_tokens": r.generated,
-                         "accepted_per_step": r.accepted_per_step} for r in recs]),
+        **step_figures([r.figures() for r in recs]),
         "rows_per_step": rows_per_step(res, steps),
         "generated_tokens": int(sum(r.generated for r in recs)),
         "pages_per_s": len(recs) / res.wall_s if recs and res.wall_s else None,  # None: nothing decoded, no speed

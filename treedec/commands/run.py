@@ -28,7 +28,7 @@ from treedec.run_pass import run_pass
 from treedec.run_summary import run_summary, runtime_notes
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
-from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels, step_figures
+from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
 
 __all__ = ["main"]
 
@@ -61,8 +61,6 @@ def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
                           inputs={**input_figures(samples, every.records), **sitting.figures(len(results[0].records))},
                           concurrency=levels[-1], steps_counted=runtime.steps_counted, forced=vlm.forced,
                           alerts=alerts, runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))
-    if sitting.earlier:  # a page's steps are its own: over every page, the earlier sittings' read back
-        summary.update(step_figures([r.figures() for r in every.records]))
     write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in every.records})
     plots, notes = _plots(out, results, by_level, levels, len(samples), int(cfg.timelines))
     print_summary(summary)
