@@ -60,7 +60,7 @@ def row(name: str, s: dict) -> dict:
             "stages": {k: s["stage_cpu_s_per_page"][k] for k in STAGE_ORDER},
             "outside_stages": round(s["other_cpu_s"] / n, 4) if n else None,
             "page_cpu_s_min_median_max": [cpu[0], cpu[len(cpu) // 2], cpu[-1]] if cpu else None,
-            "drafter": s["drafter"], "onnxruntime_threads": s["onnxruntime_threads"]}
+            "drafter": s["drafter"]["tag"], "onnxruntime_threads": s["onnxruntime_threads"]}
 
 
 def markdown(rows: list[dict]) -> str:

@@ -82,7 +82,11 @@ def drafted_dir(tmp_path_factory):
 def test_draft_command_writes_a_json_per_page_and_cpu_per_page(drafted_dir):
     summary = json.loads((drafted_dir / "summary.json").read_text())
     assert summary["pages"] == summary["pages_drafted"] == 2 and summary["pages_flagged"] == 0
-    assert summary["cpu_s_per_page"] > 0 and summary["drafter"].startswith("pipeline-ocr/")
+    assert summary["cpu_s_per_page"] > 0 and summary["drafter"]["tag"].startswith("pipeline-ocr/")
+    assert {"engine", "precision", "why"} <= set(summary["drafter"]) and summary["drafter"]["why"]
+    from treedec.ocr.choice import choose  # the pair auto means here (the suite's TREEDEC_DRAFTER_ENGINE included)
+    assert (summary["drafter"]["engine"], summary["drafter"]["precision"]) == (choose().engine, choose().precision)
+    assert set(summary["meta"]["cpu"]) >= {"model", "flags", "cores", "kind"}
     assert set(summary["stage_cpu_s_per_page"]) == set(STAGES) and summary["stage_cpu_s_per_page"]["detection"] > 0
     assert summary["onnxruntime_threads"] == {"intra_op": 1, "inter_op": 1}
     staged = sum(summary["stage_cpu_s_per_page"].values()) * 2 + summary["other_cpu_s"]

@@ -25,8 +25,9 @@ def _tiny_conv(path):
     return path
 
 
-def test_int8_model_is_quantised_once_from_its_ranges(tmp_path, monkeypatch):
-    pytest.importorskip("onnxruntime")
+def int8_error(tmp_path, reduce_range: bool) -> tuple[float, float]:
+    """The largest error of the tiny model's int8 copy against its fp32 outputs, and 5 % of their
+    largest magnitude; the copy is made once (a second call quantises nothing)."""
     import onnx
     import onnxruntime as ort
 
@@ -36,15 +37,39 @@ def test_int8_model_is_quantised_once_from_its_ranges(tmp_path, monkeypatch):
     rng = np.random.default_rng(1)
     xs = [rng.uniform(-1, 1, size=(1, 3, 16, w)).astype(np.float32) for w in (16, 24, 32)]
     int8.calibrate(model, [{"x": x} for x in xs], tmp_path / "tiny.json")
-    out = int8.int8_model(model, cache_dir=tmp_path / "cache", ranges=tmp_path / "tiny.json")
-    assert out.parent == tmp_path / "cache" and out.is_file()
+    out = int8.int8_model(model, cache_dir=tmp_path / "cache", ranges=tmp_path / "tiny.json", reduce_range=reduce_range)
+    assert out.parent == tmp_path / "cache" and out.is_file() and ("-int8r-" in out.name) == reduce_range
     ops = {n.op_type for n in onnx.load(str(out)).graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops  # quantised, not a copy
     run = lambda path: ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": xs[0]})[0]
     fp32, q = run(model), run(out)
-    assert not np.array_equal(fp32, q) and np.abs(fp32 - q).max() < 0.05 * np.abs(fp32).max()
-    monkeypatch.setattr(int8, "_quantize", lambda *a, **k: pytest.fail("quantised again"))
-    assert int8.int8_model(model, cache_dir=tmp_path / "cache", ranges=tmp_path / "tiny.json") == out
+    assert not np.array_equal(fp32, q)
+    real = int8._quantize
+    int8._quantize = lambda *a, **k: pytest.fail("quantised again")
+    try:
+        assert int8.int8_model(model, cache_dir=tmp_path / "cache", ranges=tmp_path / "tiny.json",
+                               reduce_range=reduce_range) == out
+    finally:
+        int8._quantize = real
+    return float(np.abs(fp32 - q).max()), 0.05 * float(np.abs(fp32).max())
+
+
+def test_int8_model_is_quantised_once_from_its_ranges(tmp_path, monkeypatch):
+    """The int8 copy the drafter's ONNX Runtime precision uses on this CPU (7-bit weights where
+    plain int8 is not measured to hold: `choice.MEASURED`) stays within 5 % of fp32's outputs, on
+    every CPU (tests/test_every_cpu.py runs it as a CPU without VNNI too)."""
+    pytest.importorskip("onnxruntime")
+    from treedec.ocr.choice import ENGINE_VARIABLE, choose
+
+    monkeypatch.delenv(ENGINE_VARIABLE, raising=False)
+    error, bound = int8_error(tmp_path, reduce_range=choose("onnxruntime").precision != "int8")
+    assert error < bound, (error, bound)
+
+
+def test_int8_with_7_bit_weights_holds_on_every_cpu(tmp_path):
+    pytest.importorskip("onnxruntime")
+    error, bound = int8_error(tmp_path, reduce_range=True)
+    assert error < bound, (error, bound)
 
 
 def test_int8_needs_onnx_and_says_so(tmp_path, monkeypatch):

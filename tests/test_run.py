@@ -70,6 +70,9 @@ def test_drafting_is_timed_from_a_cold_cache(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["drafts"] == "cold (empty cache)"
+    from treedec.ocr.choice import choose  # summary.json says which engine and precision drafted, and why
+    assert s["drafter"]["engine"] == choose().engine and s["drafter"]["precision"] == choose().precision
+    assert s["drafter"]["why"] and s["meta"]["cpu"]["kind"]
     assert s["phases_s"]["draft"] > 0 and s["phases_s"]["stage1"] > 0
     assert s["phases_s"]["total"] == pytest.approx(s["wall_s"], rel=1e-3)
     assert not cache.exists() or not any(cache.iterdir())

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from treedec.cpu import cpu_info
 from treedec.io import page_to_markdown, page_to_omnidocbench
 from treedec.page import Page
 
@@ -91,7 +92,7 @@ class RunOutput:
             write_text_atomic(self.pages_dir / f"{name}.md", page_to_markdown(page))
 
     def summary(self, figures: dict[str, Any], command: str) -> dict[str, Any]:
-        data = {**figures, "meta": {"command": command, "git": _git_hash(), "versions": _versions(),
+        data = {**figures, "meta": {"command": command, "git": _git_hash(), "versions": _versions(), "cpu": cpu_info(),
                                     "wall_s": round(time.time() - self.started, 3),
                                     "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}}
         write_json(self.dir / "summary.json", data)

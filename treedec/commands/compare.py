@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from treedec.cpu import describe
 from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.outputs import RunOutput
@@ -80,9 +81,10 @@ def load_jobs(roots: list[str]) -> list[dict[str, Any]]:
             inputs = data.get("inputs") or {}
             config = inputs.get("config") or {}
             seeds = (config.get("seed"), (config.get("data") or {}).get("seed"))
+            cpu = (data["summary"].get("meta") or {}).get("cpu")
             jobs.append({"sweep": root, "dir": str(folder), "params": params, "summary": data["summary"],
                          "pages": data["summary"].get("pages"), "seeds": "/".join(str(x) for x in seeds),
-                         "weights": inputs.get("weights_sha256")})
+                         "weights": inputs.get("weights_sha256"), "cpu": describe(cpu) if cpu else None})
     return jobs
 
 
@@ -153,16 +155,17 @@ def table(jobs: list[dict], rule_text: str | None) -> tuple[list[dict], list[str
 
 # what makes two jobs' figures comparable: (job field, words, the overrides that set it on purpose)
 _SAME = (("pages", "pages", ("data.pages", "data")), ("seeds", "seeds (seed/data.seed)", ("seed", "data.seed")),
-         ("weights", "model weights (sha256)", ("model", "model.path")))
+         ("weights", "model weights (sha256)", ("model", "model.path")), ("cpu", "CPU (meta.cpu)", ()))
 
 
 def mismatch(jobs: list[dict]) -> str | None:
-    """One line when the jobs differ in pages, seeds or model weights where no swept key says
+    """One line when the jobs differ in pages, seeds, model weights or CPU where no swept key says
     so (a sweep over data.pages differs on purpose), else None."""
     swept = {k for s in {j["sweep"] for j in jobs} for k in swept_keys([j for j in jobs if j["sweep"] == s])}
     parts = []
     for field, words, keys in _SAME:
-        values = list(dict.fromkeys(str(j[field])[:12] for j in jobs if j[field] is not None))
+        values = list(dict.fromkeys(str(j[field])[:12] if field == "weights" else str(j[field])
+                                    for j in jobs if j[field] is not None))
         if len(values) > 1 and not swept & set(keys):
             parts.append(f"{words}: {', '.join(values[:4])}{' ...' if len(values) > 4 else ''}")
     if not parts:

@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 import torch
 
-from treedec.commands.run_inputs import (check_some_readable, documents_of, flagged_line, input_figures, interrupted,
-                                         model_notes, page_views)
+from treedec.commands.run_inputs import (check_some_readable, documents_of, drafter_figures, flagged_line,
+                                         input_figures, interrupted, model_notes, page_views)
 from treedec.data import open_dataset
 from treedec.formats.declare import model_format
 from treedec.io.documents import write_documents
@@ -58,7 +58,8 @@ def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
     _write_pages(out, results[0], per_page_q)
     summary = run_summary(results, names, by_level, quality, pages=len(samples), fmt=model_format(cfg.model, vlm),
                           scored=every,
-                          inputs={**input_figures(samples, every.records), **sitting.figures(len(results[0].records))},
+                          inputs={**input_figures(samples, every.records), **sitting.figures(len(results[0].records)),
+                                  **drafter_figures(cfg.strategy)},
                           concurrency=levels[-1], steps_counted=runtime.steps_counted, forced=vlm.forced,
                           alerts=alerts, runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))
     write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in every.records})

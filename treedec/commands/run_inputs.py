@@ -44,6 +44,34 @@ def input_figures(samples, records: Sequence) -> dict[str, Any]:
     return out
 
 
+def drafter_figures(strategy) -> dict[str, Any]:
+    """summary.json's `drafter` = {engine, precision, why} for a strategy that drafts with the
+    pipeline drafter (strategy.drafts=pipeline): the pair its options mean on this CPU; for drafts
+    read from a `draft` command's folder, that command's; {} for a strategy without such drafts."""
+    import json
+    from pathlib import Path
+
+    drafts = strategy.get("drafts")
+    if drafts is None or drafts == "oracle":
+        return {}
+    if drafts == "pipeline":
+        from treedec.ocr.pipeline import PipelineConfig, config_of
+
+        config = config_of(strategy.get("ocr"), "strategy.ocr") or PipelineConfig()
+        return {"drafter": {**config.choice().as_dict(), "tag": config.tag()}}
+    from treedec.ocr.folder import SUBDIR
+
+    folder = Path(str(drafts)).expanduser()  # a `draft` command's out=DIR, or DIR/drafts (treedec.ocr.folder)
+    made = (folder.parent if folder.name == SUBDIR else folder) / "summary.json"
+    try:
+        kept = json.loads(made.read_text(encoding="utf-8")).get("drafter")
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict):
+        return {"drafter": {**kept, "why": f"drafts read from {drafts}: {kept.get('why', '')}".rstrip(": ")}}
+    return {"drafter": {"engine": None, "precision": None, "why": f"drafts read from {drafts} (made elsewhere)"}}
+
+
 FLAGS_NAMED = 3  # flagged pages the report's top and the terminal's last lines name
 
 

@@ -1,13 +1,17 @@
 """int8 copies of the drafter's ONNX models, made at first use into a cache folder.
 
 ONNX Runtime's static quantisation (`quantize_static`, QDQ format, int8 weights per output
-channel, uint8 activations) needs each activation's range. Those ranges were measured once,
+channel, uint8 activations) needs each activation's range. `reduce_range` makes the weights 7-bit:
+on a CPU without VNNI (AVX2 alone) ONNX Runtime's u8s8 kernels add pairs of uint8 x int8 products
+in 16 bits (`vpmaddubsw`), which saturate with 8-bit weights -- the int8 recogniser then loses
+drafts there (docs/results.md, "The drafter on every CPU") -- and cannot with 7-bit ones. Those ranges were measured once,
 on text lines and pages of the first six OmniDocBench demo pages (by sorted name), with
 `experiments/int8_calibration.py`, and ship as small JSON tables in `int8_ranges/`: the
 quantised model is then a pure function of the shipped fp32 model, that table and the
 onnx / onnxruntime versions, all of which name its cache file. Nothing is downloaded.
 
     path = int8_model(Path(".../PP-OCRv6_rec_small.onnx"))   # made once, then reused
+    path = int8_model(Path(".../PP-OCRv6_rec_small.onnx"), reduce_range=True)   # 7-bit weights
 """
 from __future__ import annotations
 
@@ -52,29 +56,30 @@ def _require_onnx() -> None:
                         "(or set the drafter's int8_det / int8_rec options to false)")
 
 
-def int8_model(model: Path, cache_dir: str | Path | None = None, ranges: Path | None = None) -> Path:
+def int8_model(model: Path, cache_dir: str | Path | None = None, ranges: Path | None = None,
+               reduce_range: bool = False) -> Path:
     """The int8 copy of the fp32 ONNX `model` (made on the first call, then read from
     `cache_dir`, default `default_model_cache()`), with the activation ranges `ranges`
-    (default: the shipped table, `ranges_path(model)`)."""
+    (default: the shipped table, `ranges_path(model)`); `reduce_range`: 7-bit weights."""
     model = Path(model)
     ranges = Path(ranges) if ranges is not None else ranges_path(model)
     if not ranges.is_file():
         raise UserError(f"no int8 activation ranges ship for {model.name} (looked for {ranges})")
     _require_onnx()
     folder = Path(cache_dir).expanduser() if cache_dir is not None else default_model_cache()
-    out = folder / f"{model.stem}-int8-{_digest(model, ranges)}.onnx"
+    out = folder / f"{model.stem}-{'int8r' if reduce_range else 'int8'}-{_digest(model, ranges)}.onnx"
     if not out.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        _quantize(model, ranges, tmp)
+        _quantize(model, ranges, tmp, reduce_range=reduce_range)
         os.replace(tmp, out)  # atomic: a drafter in another process never loads half a model
     return out
 
 
-def _quantize(model: Path, ranges: Path, out: Path, inputs: list | None = None) -> None:
+def _quantize(model: Path, ranges: Path, out: Path, inputs: list | None = None, reduce_range: bool = False) -> None:
     """`model` quantised into `out` with the activation ranges of the JSON table `ranges`;
     with `inputs` (dicts of input name -> array), the ranges are measured on them and
-    written to `ranges` first."""
+    written to `ranges` first; `reduce_range`: 7-bit weights."""
     import onnx
     from onnx import version_converter
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
@@ -95,7 +100,7 @@ def _quantize(model: Path, ranges: Path, out: Path, inputs: list | None = None) 
         quantize_static(str(pre), str(out), None if inputs is None else Reader(inputs),
                         calibration_cache_path=str(ranges), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax)
+                        calibrate_method=CalibrationMethod.MinMax, reduce_range=reduce_range)
 
 
 def calibrate(model: Path, inputs: list, ranges: Path) -> None:

@@ -1,13 +1,7 @@
-"""The text detector, recogniser and layout model on OpenVINO in bfloat16, where the CPU computes bfloat16
-natively: measured on demo pages, one thread, the recogniser about
-1.5x and the detector 1.4x faster than ONNX Runtime's int8 copies (`int8.py`), from the same fp32
-models rapidocr ships (docs/results.md, "Drafter version 6"), on a Xeon with AMX.
-
-`engine(choice)` resolves the drafter's `engine` option ("auto": OpenVINO in bfloat16 when the
-package is installed and OpenVINO itself computes in bfloat16 by default on this CPU -- it does
-so where AMX makes it pay, not on CPUs with AVX-512 BF16 alone, unmeasured here -- else ONNX
-Runtime; `openvino` asks for it wherever the CPU has bfloat16). The drafts depend on the
-engine, so the resolved one is part of the drafter's cache key, never "auto".
+"""The text detector, recogniser and layout model on OpenVINO: in bfloat16 where the CPU computes
+it natively (measured on demo pages, one thread, on a Xeon with AMX: the recogniser about 1.5x and
+the detector 1.4x faster than ONNX Runtime's int8 copies, `int8.py`), in fp32, or the int8 copies
+on OpenVINO's kernels; which one the drafter's `auto` takes on a CPU is `choice.py`'s.
 
 A process that has run OpenVINO and later forks can crash: the test suite's workers did, in a
 training test that forks its batch loaders and in a vLLM test, each after an OpenVINO drafter had
@@ -15,12 +9,12 @@ been loaded in the same worker (not reproduced outside pytest). The drafter's ow
 starts by spawn, not fork. `TREEDEC_DRAFTER_ENGINE=onnxruntime` makes "auto" mean ONNX Runtime for
 every run of a machine; the suite sets it and runs its OpenVINO checks in processes of their own.
 
-`pin_rapidocr` and `pin_layout` make the libraries' OpenVINO sessions compute in bfloat16 on a
-fixed thread count whatever OpenVINO's defaults on the machine are. `WidthBuckets` pads the
-recogniser's batches to a multiple of `multiple` pixels wide: OpenVINO prepares its kernels for
-each input shape it meets, so a page's 20-odd batches of distinct widths cost about half as much
-again as the same widths in a few shapes; the padding is what rapidocr pads a batch's narrower
-crops with (0 after normalising), and the output is cut back to the width the batch had.
+`pin_rapidocr` and `pin_layout` make the libraries' OpenVINO sessions compute in the chosen
+precision on a fixed thread count whatever OpenVINO's defaults on the machine are. `WidthBuckets`
+pads the recogniser's batches to a multiple of `multiple` pixels wide: OpenVINO prepares its
+kernels for each input shape it meets, so a page's 20-odd batches of distinct widths cost about
+half as much again as the same widths in a few shapes; the padding is what rapidocr pads a batch's
+narrower crops with (0 after normalising), and the output is cut back to the width the batch had.
 """
 from __future__ import annotations
 
@@ -30,45 +24,19 @@ import os
 
 import numpy as np
 
-from treedec.errors import UserError
 
-ENGINES = ("auto", "onnxruntime", "openvino")
-ENGINE_VARIABLE = "TREEDEC_DRAFTER_ENGINE"  # what "auto" means on this machine, when set
+def installed() -> bool:
+    return importlib.util.find_spec("openvino") is not None
 
 
 @functools.cache
-def bf16_cpu(by_default: bool = False) -> bool:
-    """Whether OpenVINO is installed and this CPU computes bfloat16 natively (`by_default`: and
-    OpenVINO chooses bfloat16 on it unasked, as it does with AMX)."""
-    if importlib.util.find_spec("openvino") is None:
+def bf16_cpu() -> bool:
+    """Whether OpenVINO is installed and this CPU computes bfloat16 natively."""
+    if not installed():
         return False
     import openvino as ov
 
-    core = ov.Core()
-    if by_default:
-        return str(core.get_property("CPU", "INFERENCE_PRECISION_HINT")) == str(ov.Type.bf16)
-    return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-
-
-def check_engine(choice: str, where: str = "") -> None:
-    """A one-line error unless `choice` names an engine (`where`: where it was given, in the message)."""
-    if choice not in ENGINES:
-        raise UserError(f"bad drafter engine {choice!r}{where}: one of {', '.join(ENGINES)}")
-
-
-def engine(choice: str) -> str:
-    """The engine the drafter's `engine` option `choice` runs its text models on ("auto": the
-    environment's TREEDEC_DRAFTER_ENGINE when set, else as the module docstring says)."""
-    check_engine(choice)
-    if choice == "auto" and os.environ.get(ENGINE_VARIABLE, "auto") != "auto":
-        check_engine(os.environ[ENGINE_VARIABLE], f" in {ENGINE_VARIABLE}")
-        return engine(os.environ[ENGINE_VARIABLE])
-    if choice == "auto":
-        return "openvino" if bf16_cpu(by_default=True) else "onnxruntime"
-    if choice == "openvino" and not bf16_cpu():
-        raise UserError("the drafter's engine=openvino needs the openvino package and a CPU with bfloat16 "
-                        "(Intel AMX or AVX-512 BF16): pip install openvino, or engine=onnxruntime")
-    return choice
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 def layout_engine(threads: int) -> dict:
@@ -86,31 +54,33 @@ def openvino_params(threads: int) -> dict:
             "EngineConfig.openvino.performance_hint": "LATENCY", "EngineConfig.openvino.num_streams": 1}
 
 
-def pin_rapidocr(session, threads: int) -> None:
+def pin_rapidocr(session, threads: int, precision: str) -> None:
     """Make a rapidocr OpenVINO `session` (its infer request is `session.session`) compute in
-    bfloat16 on `threads` threads."""
-    compiled = _bf16(session.session.get_compiled_model(), session.model, threads)
+    `precision` (bf16; else f32, an int8 model's quantised layers in int8) on `threads` threads."""
+    compiled = _pinned(session.session.get_compiled_model(), session.model, threads, precision)
     if compiled is not None:
         session.session = compiled.create_infer_request()
 
 
-def pin_layout(session, threads: int) -> None:
-    """Make a rapid-layout OpenVINO `session` compute in bfloat16 on `threads` threads."""
-    compiled = _bf16(session.compiled_model, session.model, threads)
+def pin_layout(session, threads: int, precision: str) -> None:
+    """Make a rapid-layout OpenVINO `session` compute in `precision` on `threads` threads."""
+    compiled = _pinned(session.compiled_model, session.model, threads, precision)
     if compiled is not None:
         session.compiled_model, session.infer_request = compiled, compiled.create_infer_request()
 
 
-def _bf16(compiled, model, threads: int):
-    """`model` compiled again in bfloat16 on `threads` threads (at most the machine's cores, which
-    OpenVINO caps it at), or None when `compiled` already is so: OpenVINO's defaults on an AMX CPU."""
+def _pinned(compiled, model, threads: int, precision: str):
+    """`model` compiled again in `precision` ("bf16"; any other: f32) on `threads` threads (at most
+    the machine's cores, which OpenVINO caps it at), or None when `compiled` already is so (as
+    OpenVINO's defaults are on an AMX CPU for bf16)."""
     import openvino as ov
 
+    hint = "bf16" if precision == "bf16" else "f32"
     threads = max(1, min(int(threads), os.cpu_count() or 1))
-    if (str(compiled.get_property("INFERENCE_PRECISION_HINT")) == str(ov.Type.bf16)
+    if (str(compiled.get_property("INFERENCE_PRECISION_HINT")) == str(getattr(ov.Type, hint))
             and int(compiled.get_property("INFERENCE_NUM_THREADS")) == threads):
         return None
-    config = {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": threads,
+    config = {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": threads,
               "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
     return ov.Core().compile_model(model, "CPU", config)
 

