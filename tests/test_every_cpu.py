@@ -32,7 +32,9 @@ print(json.dumps({"cpu": cpu_info(), "auto": [c.engine, c.precision], "ort": cho
 def _masked(kind: str, code: str) -> subprocess.CompletedProcess:
     for mod in ("onnxruntime", "onnx"):
         pytest.importorskip(mod)
-    env = {k: v for k, v in __import__("os").environ.items() if k != "TREEDEC_DRAFTER_ENGINE"}
+    from treedec.ocr.choice import ENGINE_VARIABLE
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != ENGINE_VARIABLE}
     done = subprocess.run([str(MASK), kind, sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=300)
     if done.returncode == 3 and "cpuid_mask:" in done.stderr:
@@ -41,7 +43,7 @@ def _masked(kind: str, code: str) -> subprocess.CompletedProcess:
     return done
 
 
-def test_an_avx2_cpu_gets_int8_copies_that_do_not_saturate():
+def test_an_avx2_cpu_gets_no_int8_copies_that_saturate():
     from treedec.ocr.choice import MEASURED
 
     seen = json.loads(_masked("avx2", PROBE).stdout.strip().splitlines()[-1])

@@ -18,8 +18,9 @@
  * of an AMD EPYC of the Zen 2 generation. "avx512" keeps AVX-512 (F, CD, BW, DQ, VL) and
  * AVX512-VNNI and clears AMX, bfloat16 and FP16: a Xeon of the Cascade Lake generation. "none"
  * masks nothing (the handler still runs: a control for the handler's own cost).
- * `scripts/cpuid_mask/run` builds the library and runs a command under it. Where CPUID faulting is missing the library says so on
- * stderr and the process runs unmasked; `CPUID_MASK_STRICT=1` makes that fatal (exit 3).
+ * `scripts/cpuid_mask/run` builds the library and runs a command under it.
+ *
+ * Where CPUID faulting is missing the library says so on stderr and the process runs unmasked; `CPUID_MASK_STRICT=1` makes that fatal (exit 3).
  * Only the ISA changes: the timing of the real CPU's cores stays what it is.
  */
 #define _GNU_SOURCE
@@ -52,30 +53,13 @@ static sigaction_fn real_sigaction(void) {
 
 #define BIT(n) (1u << (n))
 
-static void mask_to_avx512(unsigned leaf, unsigned sub, unsigned r[4]) {
+/* What both masks clear: AMX, bfloat16, FP16, AVX-VNNI and the AVX-512 extensions past Cascade Lake's. */
+static void mask_past_avx512(unsigned leaf, unsigned sub, unsigned r[4]) {
     if (leaf == 7 && sub == 0) {
-        /* EBX: IFMA 21, PF 26, ER 27; ECX: VBMI 1, VBMI2 6, GFNI 8, VAES 9, VPCLMULQDQ 10, BITALG 12, VPOPCNTDQ 14 */
+        /* EBX: IFMA 21, PF 26, ER 27 */
         r[1] &= ~(BIT(21) | BIT(26) | BIT(27));
+        /* ECX: VBMI 1, VBMI2 6, GFNI 8, VAES 9, VPCLMULQDQ 10, BITALG 12, VPOPCNTDQ 14 */
         r[2] &= ~(BIT(1) | BIT(6) | BIT(8) | BIT(9) | BIT(10) | BIT(12) | BIT(14));
-        r[3] &= ~(BIT(2) | BIT(3) | BIT(8) | BIT(22) | BIT(23) | BIT(24) | BIT(25));
-    } else if (leaf == 7 && sub == 1) {
-        r[0] &= ~(BIT(4) | BIT(5) | BIT(21) | BIT(23));
-        r[3] &= ~(BIT(4) | BIT(5) | BIT(8) | BIT(10) | BIT(19));
-    } else if (leaf == 0xd && sub == 0) {
-        r[0] &= ~(BIT(17) | BIT(18));
-    } else if (leaf == 0x1d || leaf == 0x1e || leaf == 0x24) {
-        r[0] = r[1] = r[2] = r[3] = 0;
-    }
-}
-
-static void mask(unsigned leaf, unsigned sub, unsigned r[4]) {
-    if (mask_avx512) { mask_to_avx512(leaf, sub, r); return; }
-    if (!mask_avx2) return;
-    if (leaf == 7 && sub == 0) {
-        /* EBX: AVX512F 16, DQ 17, IFMA 21, PF 26, ER 27, CD 28, BW 30, VL 31 */
-        r[1] &= ~(BIT(16) | BIT(17) | BIT(21) | BIT(26) | BIT(27) | BIT(28) | BIT(30) | BIT(31));
-        /* ECX: VBMI 1, VBMI2 6, GFNI 8, VAES 9, VPCLMULQDQ 10, VNNI 11, BITALG 12, VPOPCNTDQ 14 */
-        r[2] &= ~(BIT(1) | BIT(6) | BIT(8) | BIT(9) | BIT(10) | BIT(11) | BIT(12) | BIT(14));
         /* EDX: 4VNNIW 2, 4FMAPS 3, VP2INTERSECT 8, AMX-BF16 22, AVX512-FP16 23, AMX-TILE 24, AMX-INT8 25 */
         r[3] &= ~(BIT(2) | BIT(3) | BIT(8) | BIT(22) | BIT(23) | BIT(24) | BIT(25));
     } else if (leaf == 7 && sub == 1) {
@@ -84,10 +68,23 @@ static void mask(unsigned leaf, unsigned sub, unsigned r[4]) {
         r[0] &= ~(BIT(4) | BIT(5) | BIT(21) | BIT(23));
         r[3] &= ~(BIT(4) | BIT(5) | BIT(8) | BIT(10) | BIT(19));
     } else if (leaf == 0xd && sub == 0) {
-        /* XSAVE state components: opmask 5, ZMM_Hi256 6, Hi16_ZMM 7, AMX XTILECFG 17, XTILEDATA 18 */
-        r[0] &= ~(BIT(5) | BIT(6) | BIT(7) | BIT(17) | BIT(18));
+        /* XSAVE state components: AMX XTILECFG 17, XTILEDATA 18 */
+        r[0] &= ~(BIT(17) | BIT(18));
     } else if (leaf == 0x1d || leaf == 0x1e || leaf == 0x24) {
         r[0] = r[1] = r[2] = r[3] = 0;  /* AMX tile and AVX10 information */
+    }
+}
+
+static void mask(unsigned leaf, unsigned sub, unsigned r[4]) {
+    if (!mask_avx2 && !mask_avx512) return;
+    mask_past_avx512(leaf, sub, r);
+    if (!mask_avx2) return;
+    /* avx2 clears AVX-512 itself too */
+    if (leaf == 7 && sub == 0) {
+        r[1] &= ~(BIT(16) | BIT(17) | BIT(28) | BIT(30) | BIT(31));  /* EBX: AVX512F 16, DQ 17, CD 28, BW 30, VL 31 */
+        r[2] &= ~BIT(11);                                            /* ECX: AVX512-VNNI 11 */
+    } else if (leaf == 0xd && sub == 0) {
+        r[0] &= ~(BIT(5) | BIT(6) | BIT(7));  /* XSAVE state: opmask 5, ZMM_Hi256 6, Hi16_ZMM 7 */
     }
 }
 

@@ -94,7 +94,7 @@ def main(cfg, out: RunOutput) -> dict[str, Any]:
     cpu = time.process_time()  # this process's CPU: start-up, model loading and every page
     summary = {
         "pages": pages, "pages_drafted": drafted, "pages_flagged": flagged, "data": cfg.data.name,
-        "drafter": {**drafter.choice.as_dict(), "tag": drafter.tag}, "drafts": str(folder),
+        "drafter": drafter.described, "drafts": str(folder),
         "cpu_s": round(cpu, 3), "cpu_s_per_page": round(cpu / drafted, 4) if drafted else None,
         "other_cpu_s": round(cpu - sum(stages.values()), 3),  # outside the stages: start-up, reading pages, writing
         "stage_cpu_s_per_page": {k: round(v / drafted, 4) if drafted else 0.0 for k, v in stages.items()},

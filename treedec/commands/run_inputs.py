@@ -58,7 +58,7 @@ def drafter_figures(strategy) -> dict[str, Any]:
         from treedec.ocr.pipeline import PipelineConfig, config_of
 
         config = config_of(strategy.get("ocr"), "strategy.ocr") or PipelineConfig()
-        return {"drafter": {**config.choice().as_dict(), "tag": config.tag()}}
+        return {"drafter": config.described()}
     from treedec.ocr.folder import SUBDIR
 
     folder = Path(str(drafts)).expanduser()  # a `draft` command's out=DIR, or DIR/drafts (treedec.ocr.folder)

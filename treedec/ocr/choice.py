@@ -53,9 +53,6 @@ class Choice:
     precision: str
     why: str
 
-    def as_dict(self) -> dict[str, str]:
-        return {"engine": self.engine, "precision": self.precision, "why": self.why}
-
 
 def check_engine(choice: str, where: str = "") -> None:
     """A one-line error unless `choice` names an engine (`where`: where it was given, in the message)."""

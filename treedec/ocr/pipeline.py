@@ -150,10 +150,17 @@ class PipelineConfig:
     def tag(self) -> str:
         """Drafter version plus a digest of the config (its engine and precision resolved on this
         machine): part of every cache key."""
-        chosen = self.choice()
+        return self._tag(self.choice())
+
+    def _tag(self, chosen: Choice) -> str:
         options = {**asdict(self), "engine": chosen.engine, "precision": chosen.precision}
         digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
+
+    def described(self) -> dict[str, str]:
+        """summary.json's `drafter`: the engine, precision and why these options mean here, and the tag."""
+        chosen = self.choice()
+        return {**asdict(chosen), "tag": self._tag(chosen)}
 
 
 
@@ -181,15 +188,15 @@ class PipelineOCR:
                 cfg = PipelineConfig(**{**asdict(cfg), **overrides})
             except TypeError as e:
                 raise UserError(f"bad pipeline drafter option: {e}") from None
-        self.choice = cfg.choice()  # engine, precision and why (summary.json's `drafter`)
-        self.config = replace(cfg, engine=self.choice.engine, precision=self.choice.precision)
+        self.described = cfg.described()  # engine, precision, why and tag (summary.json's `drafter`)
+        self.config = replace(cfg, engine=self.described["engine"], precision=self.described["precision"])
         self._ocr = self._layout = self._table = None
         self._versions: dict[str, str] = {}
         self.clock = StageClock()  # CPU seconds per drafting stage, since the last `clock.reset()`
 
     @property
     def tag(self) -> str:
-        return self.config.tag()
+        return self.described["tag"]  # the resolved config's tag (the same pair): resolved once, not per page
 
     # models ------------------------------------------------------------------------------
     def _load(self) -> None:
