@@ -305,3 +305,34 @@ def test_crops_in_dots_json_asks_its_layout_pass_on_a_plain_checkpoint(replica):
     assert [r.name for r in res.records] == [samples[0].name]
     assert LAYOUT_PROMPT in rec.kept["prompt"] and rec.decoding.graph[0].generated > 0  # its own layout pass ran
     assert any(fl.startswith("repaired: layout: ") for fl in rec.flags), rec.flags  # garbled: flagged
+
+
+@pytest.mark.parametrize("kind", TYPES)
+def test_the_server_answers_as_transformers_generate(replica, kind):
+    """A request through `treedec serve` (a system turn; the text before the image for every other
+    family; an RGBA PNG): its greedy ids are transformers' `generate` on the same messages through
+    the checkpoint's own chat template and image processor."""
+    pytest.importorskip("fastapi")
+    import httpx
+    from PIL import Image
+
+    from serve_helpers import messages, serving
+    from treedec.check import transformers_generate
+    from treedec.serve.images import rgb
+
+    text_first = TYPES.index(kind) % 2 == 1
+    image = noise(3, 120, 90).convert("RGBA")
+    image.putalpha(Image.new("L", image.size, 200))
+    with serving([f"model.path={replica(kind)}"]) as (url, server):
+        body = {"model": kind, "messages": messages(image, "Read the page.", system="You parse documents.",
+                                                    text_first=text_first),
+                "max_tokens": 24, "temperature": 0, "skip_special_tokens": False, "return_token_ids": True}
+        got = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120).json()
+        parts = [{"type": "image"}, {"type": "text", "text": "Read the page."}]
+        turns = [{"role": "system", "content": [{"type": "text", "text": "You parse documents."}]},
+                 {"role": "user", "content": parts[::-1] if text_first else parts}]
+        prompt = server.vlm.chat_prompt(turns, rgb(image))
+    want, _ = transformers_generate(server.vlm, prompt, 24)
+    stopped = bool(want) and want[-1] in server.vlm.tokenizer.eos_ids
+    assert got["prompt_token_ids"] == prompt.ids and got["choices"][0]["token_ids"] == want[:len(want) - stopped]
+    assert got["choices"][0]["finish_reason"] == ("stop" if stopped else "length") and len(want) > 5

@@ -24,6 +24,7 @@ COMMANDS = {
     "tiny": "a tiny random replica of a real VLM architecture: model_type=NAME [format=treedec|hpd] out=DIR",
     "convert": "an internvl_chat checkpoint (HPD-Parsing's layout) as transformers' internvl: src=DIR out=DIR [format=hpd]",
     "check": "decode a few pages with treedec and with transformers' generate; exit 1 where they diverge",
+    "serve": "an OpenAI-compatible server whose decoding is a strategy: [port=8000] [api_key=KEY] (docs/serving.md)",
 }
 
 

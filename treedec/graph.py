@@ -166,6 +166,35 @@ class DecodingGraph:
         `nested_drop_head`. The prompt of the root is not included."""
         return self._flatten(sid, set(drop_tail), set(nested_drop_head), replace_fork_token, include_prompt=sid != 0)
 
+    def settled(self, drop_tail: Iterable[int] = (), nested_drop_head: Iterable[int] = ()) -> list[int]:
+        """The part of `flatten()` (fork tokens replaced) that no later token can change while the
+        page decodes: everything up to the first stream still decoding, that stream's tokens but
+        its last (a fork rule may still replace it). The whole of `flatten()` once the page is done."""
+        return self._settled(0, set(drop_tail), set(nested_drop_head), include_prompt=False)[0]
+
+    def _settled(self, sid: int, drop: set[int], drop_head: set[int], include_prompt: bool) -> tuple[list[int], bool]:
+        """(`_flatten`'s tokens up to the first live stream, whether the stream was whole)."""
+        s = self.streams[sid]
+        by_point: dict[int, list[int]] = {}
+        for c in self._children[sid]:
+            by_point.setdefault(self.streams[c].fork_at, []).append(c)
+        out: list[int] = []
+        end = len(s.tokens) - (1 if s.live else 0)
+        for i in range(0 if include_prompt else s.prompt_len, end + 1):
+            kids = by_point.get(i, [])
+            for c in kids:
+                sub, whole = self._settled(c, drop, drop_head, include_prompt=True)
+                if whole and sub and sub[-1] in drop:
+                    sub = sub[:-1]
+                if sub and s.parent is not None and sub[0] in drop_head:
+                    sub = sub[1:]
+                out.extend(sub)
+                if not whole:
+                    return out, False
+            if i < end and not kids:
+                out.append(s.tokens[i])
+        return out, not s.live
+
     def _flatten(self, sid: int, drop: set[int], drop_head: set[int], replace: bool, include_prompt: bool) -> list[int]:
         s = self.streams[sid]
         by_point: dict[int, list[int]] = {}

@@ -23,6 +23,7 @@ from treedec.engine.malloc import hold_freed_memory
 from treedec.engine import pass_log
 from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.page_kv import PageKV
+from treedec.engine.page_options import PageOptions
 from treedec.engine.policy import Fork, Policy
 from treedec.engine.new_token import may_fork, take_token
 from treedec.engine.step_attention import AttentionStats, dense_mask, page_batch
@@ -86,13 +87,16 @@ class Engine:
         return self.observer.log
 
     # ------------------------------------------------------------------ public
-    def run(self, items: Iterable[tuple[str, Prompt, Any]], on_done: Callable[[PageDecoding], None] | None = None
-            ) -> Iterator[PageDecoding]:
-        """Decode `(name, prompt, sample)` items with continuous batching; yields each page's
+    def run(self, items: Iterable[tuple], on_done: Callable[[PageDecoding], None] | None = None,
+            between_steps: Callable[["Engine"], None] | None = None) -> Iterator[PageDecoding]:
+        """Decode `(name, prompt, sample)` items (a fourth element, `PageOptions`, where a page asks
+        for its own limits, sampling or forced target) with continuous batching; yields each page's
         record as it finishes (completion order). `items` may be a lazy iterator: an item is taken
         only when the engine can admit it (one is held ahead). An iterator whose next item is
-        not ready (drafted in another process) may yield `PENDING`: the engine steps the pages in
-        flight and asks again (with none in flight it asks at once: the iterator may wait)."""
+        not ready (drafted in another process, a server's next request) may yield `PENDING`: the
+        engine steps the pages in flight and asks again (with none in flight it asks at once: the
+        iterator may wait). `between_steps(engine)` is called after every step (a server streams
+        the pages' new tokens and drops the pages whose clients left: `drop`)."""
         items = iter(items)  # pulled one at a time, when there is room: memory does not grow with the pages
         t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as a list would be
         head = next(items, None)
@@ -102,6 +106,8 @@ class Engine:
                 break
             if any(p.graph.live() for p in self.active):
                 self._step()
+            if between_steps is not None:
+                between_steps(self)
             if head is PENDING:  # not ready before this step: ask again
                 head = next(items, None)
             for page in [p for p in self.active if p.graph.done]:
@@ -110,6 +116,16 @@ class Engine:
                     on_done(record)
                 yield record
 
+    def drop(self, name: str) -> bool:
+        """Stop decoding the page `name` now, its KV freed (a served request whose client left);
+        False where it is not in flight."""
+        page = next((p for p in self.active if p.record.name == name), None)
+        if page is None:
+            return False
+        self.active.remove(page)
+        self.arena.free(page.release())
+        return True
+
     # ------------------------------------------------------------------ admission
     def _admit_ready(self, head, items: Iterator, t0: float):
         """Admit items while there is room (one at least, when nothing is in flight: limits cut
@@ -117,23 +133,29 @@ class Engine:
         while head is PENDING and not self.active:  # nothing to step: ask until an item comes
             head = next(items, None)
         while head is not None and head is not PENDING and self._can_admit(len(head[1].ids)):
-            self._admit(*head, t0)
+            self._admit(*head, t0=t0)
             head = next(items, None)
         if not self.active and head is not None:
-            self._admit(*head, t0)  # over budget even alone: admit and let limits cut it
+            self._admit(*head, t0=t0)  # over budget even alone: admit and let limits cut it
             head = next(items, None)
         return head
 
     def _can_admit(self, prompt_len: int) -> bool:
         return len(self.active) < self.cfg.max_pages and self.arena.used + prompt_len <= self.cfg.max_kv_tokens
 
-    def _admit(self, name: str, prompt: Prompt, sample: Any, t_submit: float) -> None:
-        record = PageDecoding(name=name, sample=sample, t_submit=t_submit, t_admit=time.perf_counter())
+    def _admit(self, name: str, prompt: Prompt, sample: Any, options: PageOptions | None = None, *,
+               t0: float) -> None:
+        record = PageDecoding(name=name, sample=sample, t_submit=t0, t_admit=time.perf_counter())
         page = PageKV(record=record, pid=self._next_pid, offset=prompt.position_offset)
         self._next_pid += 1
+        if options is not None:
+            page.limits, page.forks = options.limits, options.forks
+            page.sampler = None if options.sampling is None or options.sampling.plain else options.sampling.for_page()
         root = page.graph.root(prompt.ids, label="root")
-        if self._forced:  # the strategy's target of the sample's ground truth
-            page.forced = ForcedChoice.of(self.policy, sample, prompt.ids)
+        if self._forced:  # the page's own target, else the strategy's of the sample's ground truth
+            target = options.target if options is not None else None
+            page.forced = ForcedChoice(target, self.policy.tokenizer.eos_id) if target is not None \
+                else ForcedChoice.of(self.policy, sample, prompt.ids)
         t_forward = pass_log.clock()
         if self._hidden:
             logits, kv, page.hidden[root.id] = self.model.prefill(prompt, hidden=True)
@@ -237,6 +259,8 @@ class Engine:
         model's: the page's ground truth, `treedec.engine.forced`)."""
         if page.forced is not None:
             return page.forced.choose(page.graph, sid, tree)
+        if page.sampler is not None:  # the page's own sampling (a served request's)
+            return page.sampler.choose(page.graph, sid, tree, logits)
         if self.processors:
             ctx = page.graph.context(sid)
             rows = [ctx] + ([ctx + [tree.tokens[j] for j in tree.path(i)] for i in range(len(tree))] if tree else [])
@@ -265,15 +289,16 @@ class Engine:
         for j, token in enumerate(tokens):
             if j < len(kv_slots):  # the token's KV exists: its slot joins the stream before any fork reads it
                 page.slots[sid].append(kv_slots[j])
-            for fork in take_token(g, sid, token, self.policy, self.cfg, page.record.flags):
-                self._fork(page, fork)
+            for fork in take_token(g, sid, token, self.policy, page.limits or self.cfg, page.record.flags):
+                if page.forks:
+                    self._fork(page, fork)
             if not s.live:
                 self.arena.free(kv_slots[j + 1:])
                 self.arena.free(page.unseen())
                 return
 
     def _fork(self, page: PageKV, fork: Fork) -> None:
-        if not may_fork(page.graph, self.cfg.max_branches, page.record.flags):
+        if not may_fork(page.graph, (page.limits or self.cfg).max_branches, page.record.flags):
             return
         page.fork(fork.parent, fork.at, len(page.graph))  # the child's KV view first: a bad fork point raises here
         page.graph.fork(fork.parent, fork.at, fork.first, fork.label)

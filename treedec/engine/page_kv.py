@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import torch
 
 from treedec.engine.forced import ForcedChoice
+from treedec.engine.limits import PageLimits
+from treedec.engine.sampling import PageSampler
 from treedec.engine.page_decoding import PageDecoding
 from treedec.graph import DecodingGraph
 
@@ -21,6 +23,9 @@ class PageKV:
     anc: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> slots of its ancestors' visible prefixes
     hidden: dict[int, torch.Tensor] = field(default_factory=dict)  # stream -> StreamState.hidden (needs_hidden)
     forced: ForcedChoice | None = None  # a forced model's: tokens chosen from the page's ground truth
+    limits: PageLimits | None = None  # the page's own (a served request's max_tokens); None: the engine's
+    sampler: PageSampler | None = None  # the page's own token choice (a request's sampling fields); None: greedy
+    forks: bool = True  # the strategy's fork rule asked on its tokens (PageOptions.forks)
 
     @property
     def graph(self) -> DecodingGraph:

@@ -8,8 +8,10 @@ page's sides, in reading order; stage 2 reads each region's crop with a per-type
 `\\nImage Analysis:`, not followed). The types are mineru-vl-utils' block types.
 The page's record (`render`, what `parse` reads): the layout lines, each followed by its crop's
 read between `<|md_start|>` and `<|md_end|>`: MinerU's one-pass "Document Parsing" form.
-Uncertain: rotation tokens (`<|rotate_up|>`...) are read and dropped; whether the equation read
-wraps its LaTeX in `\\[ \\]` (here: bare)."""
+Each layout line ends with its rotation token (`<|rotate_up|>`: every region upright), as
+MinerU2.5 writes it and its client expects; a box is at least one unit wide and high on the grid
+(`nonempty`). Rotation tokens are read and dropped. Uncertain: whether the equation read wraps
+its LaTeX in `\\[ \\]` (here: bare)."""
 from __future__ import annotations
 
 import re
@@ -29,8 +31,20 @@ CATEGORIES = Categories({
     read={"list": "text_block", "equation_block": "equation_isolated", "chart": "figure", "image_block": "figure",
           "phonetic": "text_block", "unknown": "text_block", "index": "text_block"})
 BOX, REF, MD = ("<|box_start|>", "<|box_end|>"), ("<|ref_start|>", "<|ref_end|>"), ("<|md_start|>", "<|md_end|>")
+ROTATE = "<|rotate_up|>"  # every region upright: MinerU2.5 writes its rotation after the type
 _LINE = re.compile(r"<\|box_start\|>([^<]*)<\|box_end\|>(?:<\|ref_start\|>(\w*)<\|ref_end\|>)?(?:<\|rotate_\w+\|>)?"
                    r"(?:<\|md_start\|>(.*?)(?:<\|md_end\|>|(?=<\|box_start\|>)|$))?", re.S)
+
+
+def nonempty(box: tuple[int, int, int, int], grid: int = 1000) -> tuple[int, int, int, int]:
+    """A box at least one unit wide and high on the grid (a region thinner than that, or past the
+    page's edge, would be empty there; MinerU's client drops such a box)."""
+    x1, y1, x2, y2 = box
+    if x2 <= x1:
+        x1, x2 = (x1, x1 + 1) if x1 < grid else (grid - 1, grid)
+    if y2 <= y1:
+        y1, y2 = (y1, y1 + 1) if y1 < grid else (grid - 1, grid)
+    return x1, y1, x2, y2
 
 
 @FORMATS.register("mineru")
@@ -45,8 +59,8 @@ class MineruFormat(OtslCropReads, Format):
                     "equation_isolated": "\nFormula Recognition:"}
 
     def layout_line(self, b: Block, width: int, height: int) -> str:
-        box = " ".join(map(str, on_grid(b.bbox, width, height, 1000)))
-        return f"{BOX[0]}{box}{BOX[1]}{REF[0]}{CATEGORIES.word(b.category)}{REF[1]}"
+        box = " ".join(map(str, nonempty(on_grid(b.bbox, width, height, 1000))))
+        return f"{BOX[0]}{box}{BOX[1]}{REF[0]}{CATEGORIES.word(b.category)}{REF[1]}{ROTATE}"
 
     def render_layout(self, page: Page) -> str:
         return "\n".join(self.layout_line(b, page.width, page.height) for b in page.reading_order())

@@ -102,11 +102,14 @@ class CheckpointVLM:
 
     def prompt_text(self, mode: str, category: str | None = None) -> str:
         """The prompt by the checkpoint's chat template, with one image placeholder (expanded by `prompt`)."""
-        text = self.mode_prompt(mode, category)
+        return self.chat_text(mode_messages(self.mode_prompt(mode, category)))
+
+    def chat_text(self, messages: list[dict]) -> str:
+        """`messages` (transformers' chat form: content parts `{"type": "image"}` and `{"type": "text",
+        "text": ...}`) through the checkpoint's chat template, with the generation prompt."""
         if not self.chat_template:
             raise UserError(f"the checkpoint at {self.directory} has no chat template (tokenizer_config.json, "
                             "chat_template.jinja or chat_template.json)")
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
         return self.tokenizer.hf.apply_chat_template(messages, chat_template=self.chat_template, tokenize=False,
                                                      add_generation_prompt=True)
 
@@ -120,11 +123,16 @@ class CheckpointVLM:
         return self.tokenizer.hf.convert_ids_to_tokens(self.tokenizer.image_id)
 
     def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
-        """The chat template's prompt, its one image placeholder replaced as the family's
-        processor replaces it (in the text, before tokenizing, as the processor does)."""
+        """The chat template's prompt of one user turn [image, the mode's instruction]."""
+        return self.chat_prompt(mode_messages(self.mode_prompt(mode, category)), image)
+
+    def chat_prompt(self, messages: list[dict], image: Image.Image) -> Prompt:
+        """The chat template's prompt of `messages` (`chat_text`; one image part), its image
+        placeholder replaced as the family's processor replaces it (in the text, before
+        tokenizing, as the processor does), its positions as the family computes them."""
         tok, fam = self.tokenizer, self.family
         px = self.image_inputs(image)
-        text = self.prompt_text(mode, category)
+        text = self.chat_text(messages)
         if text.count(self.image_token) != 1:
             raise UserError(f"the chat template gives {text.count(self.image_token)} image placeholders, not one")
         ids = tok.encode(text.replace(self.image_token, fam.replacement(px, self), 1))
@@ -167,6 +175,11 @@ class CheckpointVLM:
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
             raise UserError(f"cannot load the checkpoint at {d}: {str(e).splitlines()[0]}") from None
         return cls(model.to(device).eval(), tok, images, chat_template(d, hf_tok), d, mode_prompts(d), family, fmt)
+
+
+def mode_messages(text: str) -> list[dict]:
+    """The one user turn a prompt mode asks in: the image, then the mode's instruction."""
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
 
 
 def pil_image_processor(d: Path):

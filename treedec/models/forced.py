@@ -29,7 +29,7 @@ strategy can be measured on real pages at real model sizes without a model that 
   parsing with fork.` in hpd's tree mode, dots.ocr's 888-character instruction, ...) tokenized by
   the forced tokenizer, as a checkpoint of that format is asked; a mode the format has no prompt
   for (a crop in markdown or doctags; table_rows' `tree_rows`) keeps treedec's mode
-  token, which the forced tokenizer has, as a checkpoint fine-tuned on that mode would (`mode_text`;
+  token, which the forced tokenizer has, as a checkpoint fine-tuned on that mode would (`mode_prompt`;
   a layout pass without a prompt of its own, `layout`: the tree mode's).
   The decoder prefills them (real cost). The vision encoder is not run: its cost is left out
   of every time (a page of 3.6 k image tokens costs Qwen3-VL-2B's 24-layer ViT about
@@ -188,12 +188,12 @@ class ForcedModel:
             self.model = Qwen3ForCausalLM(cfg).to(getattr(torch, dtype)).eval()
 
     def prompt(self, image: Image.Image, mode: str, category: str | None = None) -> Prompt:
-        """The image tokens, then the mode's prompt text (`mode_text`; a crop's by its category)."""
-        text = self.mode_text(mode, category)
+        """The image tokens, then the mode's prompt text (`mode_prompt`; a crop's by its category)."""
+        text = self.mode_prompt(mode, category)
         n = int(self.fixed_vision) if self.fixed_vision else vision_tokens(image)
         return Prompt([self.tokenizer.image_id] * n + self.tokenizer.encode(text))
 
-    def mode_text(self, mode: str, category: str | None = None) -> str:
+    def mode_prompt(self, mode: str, category: str | None = None) -> str:
         """The prompt text of `mode` after the image: the format's (`Format.prompt`), else, for a
         mode the format has no prompt for, treedec's mode token (a layout pass: the tree mode's;
         see the module's doc)."""

@@ -30,6 +30,10 @@ class PageModel(Protocol):
         """What the engine prefills for a page in prompt mode `mode` (flat, tree, crop, ...); a
         crop's `category` (its region's) where the model's crop prompt depends on it."""
 
+    def mode_prompt(self, mode: str, category: str | None = None) -> str:
+        """The text the model is asked after the image in `mode` (its token, a format's prompt, a
+        checkpoint's instruction): what a served request's text is matched against (`treedec.serve`)."""
+
     def has_prompt(self, mode: str) -> bool:
         """Whether the model can be asked in prompt mode `mode` (a checkpoint trained without
         crops has no `crop` prompt: HSD's stage 1 then reads a crop as a page)."""
@@ -40,6 +44,15 @@ class PageModel(Protocol):
     def page_grid(self, image: Image.Image | None) -> int | None:
         """The model's patch grid in `image`'s pixels (HSD snaps draft boxes and crops to it);
         None when the model has none there (it resizes the image)."""
+
+
+@runtime_checkable
+class ChatPageModel(PageModel, Protocol):
+    """A page model with a chat template: any conversation with one image is a prompt (a served
+    request's messages as they are: `treedec.serve`)."""
+
+    def chat_prompt(self, messages: list[dict], image: Image.Image) -> Prompt:
+        """The prompt of `messages` (transformers' chat form; one `{"type": "image"}` part) on `image`."""
 
 
 @runtime_checkable

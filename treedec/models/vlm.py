@@ -122,6 +122,12 @@ class VLM:
         """Every mode of `MODES`: its tokenizer has them all."""
         return mode in MODES
 
+    def mode_prompt(self, mode: str, category: str | None = None) -> str:
+        """What the prompt says after the image in `mode`: the mode's token."""
+        if mode not in MODES:
+            raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")
+        return MODES[mode]
+
     def prompt_ids(self, mode: str) -> list[int]:
         if mode not in MODES:
             raise UserError(f"unknown prompt mode {mode!r}; modes: {', '.join(MODES)}")

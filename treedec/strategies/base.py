@@ -117,16 +117,17 @@ class Strategy:
     # stages are the format's (`treedec.strategies.crops_regions`), hsd in a two-stage format (its crops speculated)
     respeak: Callable[["Strategy", Format], "Strategy | None"] | None = None
 
-    def with_format(self, fmt: Format) -> "Strategy":
+    def with_format(self, fmt: Format, pages: bool = True) -> "Strategy":
         """This strategy speaking `fmt`: its targets, drafts and parsing in that format; refused in
         one line where the format cannot serve it (a fork rule needs `forks`, hsd `block_text`, a
-        page-mode strategy a page prompt)."""
+        page-mode strategy a page prompt). `pages=False`: it decodes whatever it is asked, not
+        whole pages of its own (a server's requests: a two-stage format's layout pass, its crops)."""
         for need in (("forks",) if self.fork_rule else ()) + self.needs:
             require(fmt, need, self.name)
         spoken = self.respeak(self, fmt) if self.respeak is not None else None
         if spoken is not None:
             return spoken
-        if fmt.two_stage and self.mode == "flat":
+        if pages and fmt.two_stage and self.mode == "flat":
             raise UserError(f"strategy={self.name} reads the whole page, which format {fmt.name!r} does not (its "
                             f"layout comes from {'a detector' if fmt.detector_layout else 'a layout pass'}, its "
                             "text from crop reads): use strategy=crops")
