@@ -242,3 +242,38 @@ def test_sigterm_answers_what_is_in_flight_then_exits(pages, tmp_path):
         assert "Traceback" not in proc.stdout.read()
     finally:
         proc.kill()
+
+
+def test_64_clients_with_pages_of_mixed_sizes_each_get_their_own_answer(pages):
+    """64 requests at once over four pages of four sizes, 16 in flight: every answer the one the
+    engine gives that page alone (its first 40 tokens); none lost; the engine empty after, the
+    process's peak memory no larger after a second burst."""
+    import resource
+
+    from treedec.data.sample import Sample
+    from treedec.engine.engine import Engine
+
+    images = [pages[0].image, pages[1].image.resize((180, 240)), pages[0].image.resize((300, 200)),
+              pages[1].image.crop((0, 0, 256, 128))]
+    body = lambda k: {"model": "m", "messages": messages(images[k % 4], "<|flat|>"), "max_tokens": 40,
+                      "return_token_ids": True}
+
+    async def burst(url):
+        async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+            return await asyncio.gather(*[http.post("/v1/chat/completions", json=body(k)) for k in range(64)])
+
+    with serving(["runtime.max_pages=16"]) as (url, server):
+        vlm, strategy = server.vlm, server.strategy
+        engine = Engine(vlm.adapter(), strategy, server.engine_cfg)
+        want = [rec.graph[0].tokens[rec.graph[0].prompt_len:][:40] for rec in sorted(
+            engine.run([(str(k), vlm.prompt(im, "flat"), Sample(str(k), None, im)) for k, im in enumerate(images)]),
+            key=lambda r: int(r.name))]
+        for round in range(2):
+            answers = asyncio.run(burst(url))
+            assert [r.status_code for r in answers] == [200] * 64
+            assert [r.json()["choices"][0]["token_ids"] for r in answers] == [want[k % 4] for k in range(64)]
+            assert not server.scheduler.engine.active and not server.scheduler.in_flight
+            assert server.scheduler.engine.arena.used == 0
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            first = rss if round == 0 else first
+    assert rss < first * 1.2  # the second burst found its memory (peak RSS, kB) already there
