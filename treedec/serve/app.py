@@ -17,6 +17,7 @@ import json
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -77,16 +78,23 @@ class Server:
         self.context = context_length(self.vlm)
         self.scheduler = Scheduler(lambda: Engine(self.vlm.adapter(), self.strategy, self.engine_cfg),
                                    self.cfg.queue_size, self.metrics)
+        self.preparer = ThreadPoolExecutor(1, thread_name_prefix="treedec-prepare")
+
+    async def prepared(self, fn, *args):
+        """`fn(*args)` (a request's image decoded, its prompt built) in the server's one preparing
+        thread: requests are prepared one at a time beside the engine's thread, which then waits for
+        the interpreter's lock behind one thread, not behind one per request in flight."""
+        return await asyncio.get_running_loop().run_in_executor(self.preparer, fn, *args)
 
     # ------------------------------------------------------------------ one request
     async def job(self, req: ChatRequest, loop) -> tuple[Job, int]:
         """The request as a job for the engine (drafted, for HSD), and its token budget."""
-        asked = await run_in_threadpool(self.prompts.read, req, self.cfg.max_image_pixels)
+        asked = await self.prepared(self.prompts.read, req, self.cfg.max_image_pixels)
         name = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        sample, target_of = await run_in_threadpool(self._sample, name, asked)
+        sample, target_of = await self.prepared(self._sample, name, asked)
         mode = self.strategy.mode if asked.page and self.strategy.fork_rule is not None else asked.mode
         try:
-            prompt = await run_in_threadpool(self.prompts.prompt, asked, mode)
+            prompt = await self.prepared(self.prompts.prompt, asked, mode)
         except UserError as e:
             raise bad("messages", str(e)) from None
         budget = self._budget(req, len(prompt.ids))
@@ -183,6 +191,7 @@ def make_app(server: Server) -> FastAPI:
                  server.strategy.name, server.engine_cfg.max_pages)
         yield
         await run_in_threadpool(server.scheduler.stop)
+        server.preparer.shutdown(wait=False)
         if server.served.drafter is not None:
             server.served.drafter.close()
 
