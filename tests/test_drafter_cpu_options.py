@@ -17,8 +17,9 @@ def _tiny_conv(path):
     w1, w2 = (numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
               for n, s in (("w1", (8, 3, 3, 3)), ("w2", (4, 8, 1, 1))))
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
-         helper.make_node("Conv", ["r", "w2"], ["y"])], "tiny",
+        [helper.make_node("Conv", ["x", "w1"], ["h"], name="conv1", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"), helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2")],
+        "tiny",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, "w"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, "w"])], initializer=[w1, w2])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), str(path))
@@ -70,6 +71,50 @@ def test_int8_with_7_bit_weights_holds_on_every_cpu(tmp_path):
     pytest.importorskip("onnxruntime")
     error, bound = int8_error(tmp_path, reduce_range=True)
     assert error < bound, (error, bound)
+
+
+def test_int8_copy_leaves_the_excluded_nodes_in_fp32_once(tmp_path, monkeypatch):
+    """A copy with nodes excluded (the `int8_mixed` precision) keeps them as fp32 Conv nodes (a float
+    weight, no DequantizeLinear before it) while the others are quantised; it is a cache file of its
+    own, made once; a name no node has is an error, not a plain int8 copy."""
+    pytest.importorskip("onnxruntime")
+    import onnx
+
+    from treedec.ocr import int8
+
+    model = _tiny_conv(tmp_path / "tiny.onnx")
+    rng = np.random.default_rng(1)
+    int8.calibrate(model, [{"x": rng.uniform(-1, 1, size=(1, 3, 16, 16)).astype(np.float32)}], tmp_path / "tiny.json")
+    where = {"cache_dir": tmp_path / "cache", "ranges": tmp_path / "tiny.json"}
+    plain, mixed = int8.int8_model(model, **where), int8.int8_model(model, exclude=("conv2",), **where)
+    assert mixed != plain and "-int8x-" in mixed.name and mixed.is_file()
+    graph = onnx.load(str(mixed)).graph
+    made_by = {out: n.op_type for n in graph.node for out in n.output}
+    weights = {i.name for i in graph.initializer}
+    convs = {n.name: n for n in graph.node if n.op_type == "Conv"}
+    assert convs["conv2"].input[1] in weights and convs["conv2"].input[1] not in made_by  # fp32 weight
+    assert made_by[convs["conv1"].input[1]] == "DequantizeLinear"  # quantised
+    monkeypatch.setattr(int8, "_quantize", lambda *a, **k: pytest.fail("quantised again"))
+    assert int8.int8_model(model, exclude=("conv2",), **where) == mixed
+    monkeypatch.undo()
+    with pytest.raises(UserError, match="conv3"):
+        int8.int8_model(model, exclude=("conv3",), **where)
+
+
+def test_shipped_exclusions_name_nodes_of_their_models(tmp_path):
+    """Each shipped `int8_mixed` exclusion list names Conv / MatMul nodes of its model as it is quantised."""
+    for mod in ("rapidocr", "onnx", "onnxruntime"):
+        pytest.importorskip(mod)
+    import onnx
+
+    from treedec.ocr import int8
+    from treedec.ocr.pipeline import rapidocr_model
+
+    for task in ("det", "rec"):
+        model = rapidocr_model(task)
+        if int8.exclusion_path(model).is_file():
+            ops = {n.name: n.op_type for n in onnx.load(str(int8.prepare(model, tmp_path / f"{task}.onnx"))).graph.node}
+            assert {ops.get(name) for name in int8.shipped_exclusion(model)} <= {"Conv", "MatMul"}, task
 
 
 def test_int8_needs_onnx_and_says_so(tmp_path, monkeypatch):

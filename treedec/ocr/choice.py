@@ -6,7 +6,10 @@ on: an engine and a precision, chosen by what this CPU does well, as measured.
 Engines and precisions:
 
 - `onnxruntime`: `fp32` (the shipped models), `int8` (quantised copies, `int8.py`), `int8_reduced`
-  (the same with 7-bit weights: no saturation in the u8s8 kernels of CPUs without VNNI);
+  (the same with 7-bit weights: no saturation in the u8s8 kernels of CPUs without VNNI), `int8_u8`
+  (uint8 weights: ONNX Runtime's u8u8 kernels, which widen before multiplying: no saturation either),
+  `int8_mixed` (int8 but for the few nodes whose saturation there hurts the drafts most, left in fp32:
+  the lists shipped beside the activation ranges, `int8.shipped_exclusion`);
 - `openvino`: `fp32`, `bf16` (CPUs with bfloat16: AMX or AVX512-BF16), `int8` / `int8_reduced`
   (the same quantised copies, on OpenVINO's kernels).
 
@@ -26,8 +29,8 @@ from dataclasses import dataclass
 from treedec.errors import UserError
 
 ENGINES = ("auto", "onnxruntime", "openvino")
-PRECISIONS = ("auto", "fp32", "int8", "int8_reduced", "bf16")
-INT8 = ("int8", "int8_reduced")
+PRECISIONS = ("auto", "fp32", "int8", "int8_reduced", "int8_u8", "int8_mixed", "bf16")
+INT8 = ("int8", "int8_reduced", "int8_u8", "int8_mixed")
 ENGINE_VARIABLE = "TREEDEC_DRAFTER_ENGINE"  # what "auto" means on this machine, when set
 DOCS = "docs/results.md, 'The drafter on every CPU'"
 
@@ -35,14 +38,18 @@ DOCS = "docs/results.md, 'The drafter on every CPU'"
 # 12 demo pages), cheapest CPU-s a page first (docs/results.md, "The drafter on every CPU"):
 # - amx (a Xeon with AMX): openvino bf16 2.00 (0.995x), onnxruntime int8 2.98 (0.986x), openvino fp32 3.96,
 #   onnxruntime fp32 4.44; not kept: onnxruntime int8_reduced (0.974x), openvino int8 (0.975x);
-# - avx2 (the same Xeon told it has AVX2 alone, scripts/cpuid_mask): openvino fp32 5.71, onnxruntime fp32 6.37;
-#   not kept: onnxruntime int8 (0.929x: u8s8 saturates without VNNI), int8_reduced (0.974x), openvino int8 (0.904x);
-# - vnni: int8 accumulates in 32 bits there as on AMX (no saturation): AMX's order without bf16;
+# - avx2 (told it has AVX2 alone, scripts/cpuid_mask): on an AMD EPYC's cores onnxruntime fp32 5.21 (4.96),
+#   openvino fp32 5.46; on the Xeon's openvino fp32 5.71, onnxruntime fp32 6.37 (the EPYC's order is kept: the
+#   kind of CPU with AVX2 alone); not kept: onnxruntime int8 (0.929x: u8s8 saturates without VNNI), int8_reduced
+#   (0.974x), int8_u8 (0.978x), int8_mixed (0.979x), openvino int8 (0.904x);
+# - vnni (an AMD EPYC of the Zen 4 generation: AVX512-VNNI and AVX512-BF16, no AMX): onnxruntime int8 3.02 (0.986x),
+#   openvino bf16 3.25 (0.993x; where the CPU has bfloat16), onnxruntime fp32 4.86, openvino fp32 5.08; not kept:
+#   onnxruntime int8_reduced (0.974x), openvino int8 (0.975x);
 # - other: fp32.
 MEASURED: dict[str, list[tuple[str, str]]] = {
     "amx": [("openvino", "bf16"), ("onnxruntime", "int8"), ("openvino", "fp32"), ("onnxruntime", "fp32")],
-    "vnni": [("onnxruntime", "int8"), ("openvino", "fp32"), ("onnxruntime", "fp32")],
-    "avx2": [("openvino", "fp32"), ("onnxruntime", "fp32")],
+    "vnni": [("onnxruntime", "int8"), ("openvino", "bf16"), ("onnxruntime", "fp32"), ("openvino", "fp32")],
+    "avx2": [("onnxruntime", "fp32"), ("openvino", "fp32")],
     "other": [("onnxruntime", "fp32"), ("openvino", "fp32")],
 }
 

@@ -55,7 +55,7 @@ from treedec.ocr.fixed_pitch import (WORD_SPACE_CELLS, column_xs, fixed_pitch, f
                                      ink_xs, join_row_words, missed_glyphs, respace, word_groups)
 from treedec.ocr.formulas import ocr_to_latex
 from treedec.ocr.choice import INT8, Choice, check_engine, check_precision, choose
-from treedec.ocr.int8 import int8_model
+from treedec.ocr.int8 import int8_model, shipped_exclusion
 from treedec.ocr.openvino import WidthBuckets, layout_engine, openvino_params, pin_layout, pin_rapidocr
 from treedec.ocr.library_logs import to_log
 from treedec.ocr.geometry import (Line, Region, area, center, ink_mask, overlap_area, split_at_gutters,
@@ -129,8 +129,8 @@ class PipelineConfig:
     int8_rec: bool = True  # with an int8 precision: the recogniser quantised
     rec_squeeze: float = 0.75  # recogniser crops narrowed to this share of their width at 48 px high (1.0: as they are)
     # the detector's, recogniser's and layout model's engine (onnxruntime, openvino) and the text models'
-    # precision (fp32, int8, int8_reduced, bf16); auto: what choice.py measured cheapest on this CPU's
-    # kind with drafts as good as fp32's. The tag holds the resolved pair
+    # precision (fp32, int8, int8_reduced, int8_u8, int8_mixed, bf16); auto: what choice.py measured cheapest on
+    # this CPU's kind with drafts as good as fp32's. The tag holds the resolved pair
     engine: str = "auto"
     precision: str = "auto"
     rec_batch: int = 2  # crops the recogniser reads at once, sorted by width (rapidocr: 6; fewer pad less)
@@ -154,6 +154,10 @@ class PipelineConfig:
 
     def _tag(self, chosen: Choice) -> str:
         options = {**asdict(self), "engine": chosen.engine, "precision": chosen.precision}
+        if chosen.precision == "int8_mixed":  # the nodes it leaves in fp32 decide its drafts too
+            from treedec.ocr.int8 import shipped_exclusion
+
+            options["exclude"] = {t: shipped_exclusion(rapidocr_model(t)) for t in ("det", "rec")}
         digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         return f"{DRAFTER_VERSION}:{digest}"
 
@@ -253,12 +257,19 @@ class PipelineOCR:
         """rapidocr's parameters for the detector's and recogniser's model files and engine: the
         shipped fp32 models, or their int8 copies where the precision is int8 and int8_det /
         int8_rec ask for them."""
-        precision = self.config.precision
         quantised = {"Det": self.config.int8_det, "Rec": self.config.int8_rec}
-        paths = {f"{task}.model_path": str(int8_model(rapidocr_model(task.lower()), reduce_range=precision == "int8_reduced")
-                                           if precision in INT8 and quantised[task] else rapidocr_model(task.lower()))
-                 for task in quantised}
+        paths = {f"{task}.model_path": str(self._text_model(task.lower(), quantised[task])) for task in quantised}
         return {**openvino_params(threads), **paths} if self.config.engine == "openvino" else paths
+
+    def _text_model(self, task: str, quantised: bool):
+        """The model file of `task` ("det", "rec"): the shipped fp32 one, else (an int8 precision,
+        `quantised`) its int8 copy of that precision: 7-bit weights (`int8_reduced`), uint8 weights
+        (`int8_u8`), or the shipped few nodes left in fp32 (`int8_mixed`)."""
+        precision, model = self.config.precision, rapidocr_model(task)
+        if precision not in INT8 or not quantised:
+            return model
+        return int8_model(model, reduce_range=precision == "int8_reduced", unsigned=precision == "int8_u8",
+                          exclude=shipped_exclusion(model) if precision == "int8_mixed" else ())
 
     @staticmethod
     def _make_table(threads: int):
