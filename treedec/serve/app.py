@@ -196,6 +196,13 @@ def make_app(server: Server) -> FastAPI:
             server.served.drafter.close()
 
     app = FastAPI(title="treedec serve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    _errors(app, server)
+    _routes(app, server)
+    return app
+
+
+def _errors(app: FastAPI, server: Server) -> None:
+    """Every refusal an OpenAI-style error body (a client's mistake never a 500)."""
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError):
@@ -212,6 +219,8 @@ def make_app(server: Server) -> FastAPI:
     async def user_error(request: Request, e: UserError):
         return JSONResponse(bad(None, str(e)).body(), status_code=400)
 
+
+def _routes(app: FastAPI, server: Server) -> None:
     def authorised(request: Request) -> None:
         key = server.cfg.api_key
         if key and request.headers.get("authorization", "") != f"Bearer {key}":
@@ -251,8 +260,6 @@ def make_app(server: Server) -> FastAPI:
             choice["token_ids"] = ans.ids
         return {"id": job.id, "object": "chat.completion", "created": int(time.time()), "model": req.model or server.name,
                 "choices": [choice], "usage": done["usage"], **ids}
-
-    return app
 
 
 async def _wait(server: Server, job: Job, request: Request):
