@@ -53,12 +53,12 @@ def text_regions(page):
 
 def test_mineru_two_step_extract_gives_the_ground_truth_through_sequential_and_hsd(pages):
     with serving([*FORCED, "strategy=sequential"]) as (url, _):
-        plain = [extract(url, s.image) for s in pages]
+        plain = [extract(url, s.image) for s in pages[:1]]
     with serving([*FORCED, "strategy=hsd"]) as (url, _):
-        drafted = [extract(url, s.image) for s in pages]
+        drafted = [extract(url, s.image) for s in pages[:1]]
         accepted = metric(httpx.get(f"{url}/metrics").text, "treedec_spec_decode_num_accepted_tokens_total")
     assert accepted > 0
-    for s, a, b in zip(pages, plain, drafted):
+    for s, a, b in zip(pages[:1], plain, drafted):
         assert [(x.type, x.bbox, x.content) for x in a] == [(x.type, x.bbox, x.content) for x in b], s.name
         texts = {x.content for x in a}
         wanted = text_regions(s.page)
