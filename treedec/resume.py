@@ -38,10 +38,11 @@ HASHED = {"md": ".md", "omnidocbench": ".omnidocbench.json"}  # a page's files t
 SPEED_COVERS = "pages decoded in this sitting"
 STEPS_COVER = "every page"  # a page's steps are its own: earlier sittings' read back (treedec.run_summary)
 # keys that change how a run goes, not what its pages are: where and how it is logged and reported, how many pages
-# are in flight and on how many threads, drafting's workers and cache, which pages of the data are selected
+# are in flight and on how many threads or processes (executor=ray), drafting's workers and cache, which pages of
+# the data are selected
 OUT_OF_BAND = {
     "": ("out", "logger", "force", "command", "compare", "timelines", "report_pages", "concurrency", "cold_drafts",
-         "cost_model", "fresh_process", "resume", "hydra"),
+         "cost_model", "fresh_process", "resume", "hydra", "executor", "ray"),
     "runtime": ("threads", "max_pages"),
     "strategy": ("cache_dir", "draft_workers", "draft_ahead"),
     "data": ("limit", "pages", "glob", "recursive"),

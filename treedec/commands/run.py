@@ -6,10 +6,12 @@ curves (`by_concurrency`, concurrency.png); pages and quality come from the larg
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Any, Sequence
 
 import torch
 
+from treedec.cluster import make_executor
 from treedec.commands.run_inputs import (check_some_readable, documents_of, drafter_figures, flagged_line,
                                          input_figures, interrupted, model_notes, page_views)
 from treedec.data import open_dataset
@@ -36,13 +38,16 @@ __all__ = ["main"]
 def main(cfg, out: RunOutput) -> dict:
     torch.set_num_threads(int(cfg.runtime.threads))
     runtime = make_runtime(cfg.runtime)  # checks the runtime's config before any page is read
+    executor = make_executor(cfg)  # executor=ray: the passes' pages decoded by Ray actors (treedec.cluster)
     try:  # every pass shares the engines it starts (vLLM's), closed at the end
-        return _run(cfg, out, runtime)
+        return _run(cfg, out, runtime, executor)
     finally:
         runtime.close()
+        if executor is not None:
+            executor.close()
 
 
-def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
+def _run(cfg, out: RunOutput, runtime: Runtime, executor=None) -> dict:
     sitting = Sitting.open(cfg, out.dir)  # the pages earlier sittings into out= finished (treedec.resume)
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
@@ -52,14 +57,14 @@ def _run(cfg, out: RunOutput, runtime: Runtime) -> dict:
         return finished
     alerts = _say(model_notes(cfg))  # said once, on stderr, in summary.json and at the top of the report
     names = [cfg.strategy.name] + ([cfg.compare] if cfg.compare else [])
-    by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out, runtime, sitting)
+    by_level, results = _decode_levels(cfg, vlm, samples, names, levels, out, runtime, sitting, executor)
     every = sitting.with_earlier(results[0], samples)  # + the earlier sittings' pages: quality and documents cover all
     quality, per_page_q = quality_figures(every)
     _write_pages(out, results[0], per_page_q)
     summary = run_summary(results, names, by_level, quality, pages=len(samples), fmt=model_format(cfg.model, vlm),
                           scored=every,
                           inputs={**input_figures(samples, every.records), **sitting.figures(len(results[0].records)),
-                                  **drafter_figures(cfg.strategy)},
+                                  **drafter_figures(cfg.strategy), **(executor.figures() if executor else {})},
                           concurrency=levels[-1], steps_counted=runtime.steps_counted, forced=vlm.forced,
                           alerts=alerts, runtime_notes=_say(runtime_notes(results), f"runtime={cfg.runtime.name}: "))
     write_documents(out.dir / "documents", documents_of(samples), {r.name: r for r in every.records})
@@ -83,12 +88,12 @@ def _say(notes: list[str], prefix: str = "") -> list[str]:
 
 
 def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: RunOutput, runtime: Runtime,
-                   sitting: Sitting):
+                   sitting: Sitting, executor=None):
     """Every strategy (`names`: the configured one, then the compared one) at every level, on the
     pages `sitting` has not finished yet; the configured strategy's pages at the largest level are
     written as they finish, so an interrupted run keeps them (and a rerun resumes after them);
-    every pass shares `runtime`'s engines. The by-concurrency rows and the results at the largest
-    level."""
+    every pass shares `runtime`'s engines (or runs on `executor`'s actors). The by-concurrency rows
+    and the results at the largest level."""
     strategies = [cfg.strategy] + ([{"name": cfg.compare}] if cfg.compare else [])
     todo = sitting.remaining(samples)  # the pages left to decode
     written: dict[str, Any] = {}
@@ -100,9 +105,9 @@ def _decode_levels(cfg, vlm, samples, names: list[str], levels: list[int], out: 
 
     try:
         by_level, results_by_level = measure_levels(
-            lambda i, level, progress: run_pass(strategies[i], vlm, todo, cfg, level, progress,
-                                                on_record=write if (i, level) == (0, levels[-1]) else None,
-                                                beside=runtime),
+            lambda i, level, progress: (executor.run_pass if executor else partial(run_pass, beside=runtime))(
+                strategies[i], vlm, todo, cfg, level, progress,
+                on_record=write if (i, level) == (0, levels[-1]) else None),
             names, levels)
     except KeyboardInterrupt:
         interrupted(cfg, out, samples, written, sitting.earlier_records(samples))

@@ -187,6 +187,11 @@ def _draw_table(cv: _Canvas, grid, x: int, y: int, col_px: list[int], row_px: in
     return (x, y, x2 + 1, y2 + 1)
 
 
+def synth_name(seed: int) -> str:
+    """The name of the synthetic page made from `seed`."""
+    return f"synth_{seed:07d}"
+
+
 def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True) -> SynthSample:
     """The page for `seed` (same seed and config -> same page and pixels): furniture, columns,
     body regions top to bottom, the foot, then the pixels."""
@@ -198,7 +203,7 @@ def generate_page(seed: int, cfg: SynthConfig | None = None, render: bool = True
     columns, top = _columns(cv, rng, top)
     _body(cv, rng, columns, top, bottom)
     _foot(cv, rng, furniture)
-    name = f"synth_{seed:07d}"
+    name = synth_name(seed)
     page = Page(width=cfg.width, height=cfg.height, blocks=cv.blocks, image_path=name + ".png",
                 info={"data_source": "synthetic", "seed": seed})
     return SynthSample(name, page, _pixels(cv, seed) if render else None, cells=cv.cells)

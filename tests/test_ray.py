@@ -1,0 +1,147 @@
+"""`run executor=ray` (treedec/cluster) on a local Ray of two CPUs started by the test (never a
+cluster the machine lacks): a folder of images decoded by two decoder actors gives each page's
+Markdown and OmniDocBench JSON byte for byte as a one-process run, the unreadable page kept
+flagged; a driver killed partway and rerun into the same out= decodes only what its journal
+lacks, and a decoder killed with SIGKILL in that rerun is replaced, every page written once;
+forced hsd with two drafters and two decoders gives sequential's pages, drafts accepted."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import ROOT, treedec
+from treedec.data import open_dataset
+from treedec.errors import UserError
+from treedec.models.vlm import SHIPPED, checkpoint_pages
+from treedec.resume import FOLDER, JOURNAL, KILL_AFTER
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+
+FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]
+PAGES = 6  # readable pages, beside one unreadable file
+DEMO = Path(__file__).resolve().parents[2] / "shared" / "omnidocbench_demo"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A local Ray of two CPUs, its address, and a folder: an unreadable file, then PAGES synthetic PNGs."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    data = tmp_path_factory.mktemp("ray") / "in"
+    data.mkdir()
+    (data / "a_bad.png").write_bytes(b"not a PNG")
+    for s in open_dataset({"name": "synth", "pages": PAGES, "seed": 8000}, model_pages=checkpoint_pages(SHIPPED)):
+        s.image.save(data / f"{s.name}.png")
+    yield ray.get_runtime_context().gcs_address, data
+    ray.shutdown()
+
+
+def _args(data, out, *extra):
+    return ["run", "data=images", f"data.root={data}", f"out={out}", *FAST, *extra]
+
+
+def _on_ray(address, data, out, *extra):
+    return _args(data, out, "executor=ray", f"ray.address={address}", *extra)
+
+
+def _page_files(out):
+    return {p.name: p.read_bytes() for p in sorted((out / "pages").iterdir())
+            if p.name.endswith(".md") or p.name.endswith(".omnidocbench.json")}
+
+
+def _journal_names(out):
+    return [json.loads(ln)["name"] for ln in (out / FOLDER / JOURNAL).read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def one_process(cluster, tmp_path_factory):
+    _, data = cluster
+    out = tmp_path_factory.mktemp("local") / "out"
+    r = treedec(*_args(data, out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def test_two_decoders_write_the_one_process_pages_byte_for_byte(cluster, one_process, tmp_path):
+    address, data = cluster
+    r = treedec(*_on_ray(address, data, tmp_path / "out", "ray.decoders=2"), here=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    whole = _page_files(one_process)
+    assert len(whole) == 2 * PAGES + 2 and _page_files(tmp_path / "out") == whole  # the flagged page kept too
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    ref = json.loads((one_process / "summary.json").read_text())
+    assert s["executor"] == "ray" and s["pages"] == ref["pages"] == PAGES + 1 and s["page_flags"] == ref["page_flags"]
+    assert s["actors_replaced"] == 0 and s["pages_redone"] == 0
+    (run,) = s["ray"]["passes"]
+    assert run["actors_started"] == {"decode": 2} and run["busy_s"]["decode"] > 0 and run["bound_by"] == "decode"
+    assert sorted(_journal_names(tmp_path / "out")) == sorted(n for n in _journal_names(one_process))
+
+
+def _decoder_pids():
+    """The processes of this machine's decoder actors (Ray names an actor's process after its class)."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(ln.split()[0]) for ln in out.splitlines() if "MapBatches(Decoder)" in ln]
+
+
+def test_a_killed_driver_resumes_and_a_killed_decoder_is_replaced_every_page_written_once(cluster, one_process,
+                                                                                        tmp_path):
+    """The driver killed (SIGKILL) after two pages; rerun into the same out=, one of its two decoders
+    killed (SIGKILL) once a page is written: only the pages the journal lacks decoded, the decoder
+    replaced, every page written once, equal to the one-process run's."""
+    address, data = cluster
+    out = tmp_path / "out"
+    one_page = ["ray.pages_per_batch=1", "runtime.max_pages=1"]
+    killed = treedec(*_on_ray(address, data, out, *one_page), env={KILL_AFTER: "2"}, here=False)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    done = _journal_names(out)
+    assert len(done) == 2
+    cmd = [sys.executable, "-m", "treedec", *_on_ray(address, data, out, "ray.decoders=2", *one_page)]
+    driver = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while len((out / FOLDER / JOURNAL).read_text().splitlines()) < 3:  # a first page of this sitting written
+        assert driver.poll() is None and time.monotonic() < deadline, "no page written"
+        time.sleep(0.1)
+    pids = _decoder_pids()
+    assert pids, "no decoder actor found"
+    os.kill(pids[0], signal.SIGKILL)
+    _, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err[-2000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["resumed_pages"] == 2 and s["pages_decoded"] == PAGES + 1 - 2  # the unreadable page tried again
+    assert s["actors_replaced"] >= 1 and s["ray"]["passes"][0]["actors_started"]["decode"] >= 3
+    names = _journal_names(out)
+    assert names[:2] == done and len(names) == len(set(names)) == PAGES  # each readable page marked once
+    assert _page_files(out) == _page_files(one_process)
+
+
+@pytest.mark.skipif(not DEMO.is_dir(), reason="needs ../shared/omnidocbench_demo")
+def test_forced_hsd_on_two_drafters_and_two_decoders_gives_sequentials_pages(cluster, tmp_path):
+    pytest.importorskip("rapidocr", reason="the hsd extra (the pipeline drafter) is not installed")
+    address, _ = cluster
+    forced = ["model=forced", "model.size=1m", "data=omnidocbench", f"data.root={DEMO}", "data.limit=2",
+              "runtime.threads=1", "runtime.max_new_tokens=512"]
+    base = treedec("run", *forced, "strategy=sequential", f"out={tmp_path / 'seq'}")
+    assert base.returncode == 0, base.stderr[-2000:]
+    r = treedec("run", *forced, "strategy=hsd", "executor=ray", f"ray.address={address}", "ray.decoders=2",
+                "ray.drafters=2", f"out={tmp_path / 'hsd'}", here=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _page_files(tmp_path / "hsd") == _page_files(tmp_path / "seq")
+    s = json.loads((tmp_path / "hsd" / "summary.json").read_text())
+    assert s["accepted_per_step"] > 1.5 and s["ray"]["passes"][0]["actors_started"] == {"draft": 2, "decode": 2}
+    assert s["ray"]["passes"][0]["busy_s"]["draft"] > 0
+
+
+def test_bad_ray_options_are_one_line_errors():
+    from treedec.cluster import make_executor
+    from treedec.cluster.options import RayOptions
+
+    with pytest.raises(UserError, match="ray.decoders must be a whole number >= 1"):
+        RayOptions.from_cfg({"decoders": 0})
+    with pytest.raises(UserError, match="ray has no option"):
+        RayOptions.from_cfg({"decoder": 2})
+    with pytest.raises(UserError, match="unknown executor 'rey'"):
+        make_executor({"executor": "rey"})

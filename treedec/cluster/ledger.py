@@ -1,0 +1,74 @@
+"""What the actors of a Ray run did, kept by one actor of its own (`Ledger`): per stage
+(read, draft, decode), the actors started (a replaced one starts again: its constructor runs
+anew), the pages begun and finished, and the seconds each stage was busy. From it the
+summary's `actors_replaced`, `pages_redone` and which stage bounded the run."""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from typing import Any
+
+STAGES = ("read", "draft", "decode")
+
+
+class Ledger:
+    """Plain counts; made a Ray actor by `treedec.cluster.executor` (one per run), called by
+    every reader, drafter and decoder."""
+
+    def __init__(self):
+        self.starts: Counter = Counter()
+        self.pids: dict[str, list[int]] = defaultdict(list)
+        self.begun: dict[str, Counter] = defaultdict(Counter)
+        self.done: dict[str, set] = defaultdict(set)
+        self.busy: dict[str, float] = defaultdict(float)
+        self.opened = time.time()
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def started(self, stage: str, pid: int) -> None:
+        self.starts[stage] += 1
+        self.pids[stage].append(pid)
+
+    def began(self, stage: str, names: list[str]) -> None:
+        self.first.setdefault(stage, time.time())
+        self.begun[stage].update(names)
+
+    def finished(self, stage: str, names: list[str], busy_s: float) -> None:
+        self.done[stage].update(names)
+        self.busy[stage] += busy_s
+        self.last[stage] = time.time()
+
+    def alive_pids(self, stage: str) -> list[int]:
+        """The processes of `stage`'s actors started so far (a test kills one of them)."""
+        return list(self.pids[stage])
+
+    def figures(self, pools: dict[str, int], wall_s: float) -> dict[str, Any]:
+        """`pools`: actors per stage (decode, draft). `busy_s`: each stage's seconds of work
+        summed over its actors; `utilisation`: that over (actors x wall), the bound the stage
+        whose actors were busiest."""
+        replaced = sum(max(0, self.starts[s] - n) for s, n in pools.items() if n)
+        redone = sum(c - 1 for s in STAGES for c in self.begun[s].values() if c > 1)
+        busy = {s: round(self.busy[s], 3) for s in STAGES if s in self.busy}
+        use = {s: round(self.busy[s] / (n * wall_s), 3) for s, n in pools.items() if n and wall_s > 0 and s in self.busy}
+        return {"actors_replaced": replaced, "pages_redone": redone, "actors_started": dict(self.starts),
+                "busy_s": busy, "utilisation": use, "bound_by": max(use, key=use.get) if use else None}
+
+
+def register(ledger, stage: str) -> None:
+    """An actor of `stage` says it started (again, when it replaces one that died)."""
+    import ray
+
+    ray.get(ledger.started.remote(stage, os.getpid()))
+
+
+@contextmanager
+def working(ledger, stage: str, names: list[str]):
+    """The pages `names` begun by `stage` now, finished (its busy seconds counted) at the end."""
+    import ray
+
+    ray.get(ledger.began.remote(stage, names))
+    t = time.perf_counter()
+    yield
+    ray.get(ledger.finished.remote(stage, names, time.perf_counter() - t))
