@@ -85,3 +85,10 @@ def treedec(*args: str, env: dict | None = None, here: bool = True, timeout: int
         return treedec_here(*args, env=env)
     return subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def page_files(out) -> dict[str, bytes]:
+    """What `run` wrote of each page that holds no timing: its Markdown and OmniDocBench JSON
+    (file name -> bytes), to compare two runs' pages byte for byte."""
+    return {p.name: p.read_bytes() for p in sorted((out / "pages").iterdir())
+            if p.name.endswith(".md") or p.name.endswith(".omnidocbench.json")}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import ROOT, treedec
+from cli_helpers import ROOT, page_files, treedec
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, checkpoint_pages
@@ -48,11 +48,6 @@ def _on_ray(address, data, out, *extra):
     return _args(data, out, "executor=ray", f"ray.address={address}", *extra)
 
 
-def _page_files(out):
-    return {p.name: p.read_bytes() for p in sorted((out / "pages").iterdir())
-            if p.name.endswith(".md") or p.name.endswith(".omnidocbench.json")}
-
-
 def _journal_names(out):
     return [json.loads(ln)["name"] for ln in (out / FOLDER / JOURNAL).read_text().splitlines()]
 
@@ -70,8 +65,8 @@ def test_two_decoders_write_the_one_process_pages_byte_for_byte(cluster, one_pro
     address, data = cluster
     r = treedec(*_on_ray(address, data, tmp_path / "out", "ray.decoders=2"), here=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    whole = _page_files(one_process)
-    assert len(whole) == 2 * PAGES + 2 and _page_files(tmp_path / "out") == whole  # the flagged page kept too
+    whole = page_files(one_process)
+    assert len(whole) == 2 * PAGES + 2 and page_files(tmp_path / "out") == whole  # the flagged page kept too
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     ref = json.loads((one_process / "summary.json").read_text())
     assert s["executor"] == "ray" and s["pages"] == ref["pages"] == PAGES + 1 and s["page_flags"] == ref["page_flags"]
@@ -115,7 +110,7 @@ def test_a_killed_driver_resumes_and_a_killed_decoder_is_replaced_every_page_wri
     assert s["actors_replaced"] >= 1 and s["ray"]["passes"][0]["actors_started"]["decode"] >= 3
     names = _journal_names(out)
     assert names[:2] == done and len(names) == len(set(names)) == PAGES  # each readable page marked once
-    assert _page_files(out) == _page_files(one_process)
+    assert page_files(out) == page_files(one_process)
 
 
 @pytest.mark.skipif(not DEMO.is_dir(), reason="needs ../shared/omnidocbench_demo")
@@ -129,7 +124,7 @@ def test_forced_hsd_on_two_drafters_and_two_decoders_gives_sequentials_pages(clu
     r = treedec("run", *forced, "strategy=hsd", "executor=ray", f"ray.address={address}", "ray.decoders=2",
                 "ray.drafters=2", f"out={tmp_path / 'hsd'}", here=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert _page_files(tmp_path / "hsd") == _page_files(tmp_path / "seq")
+    assert page_files(tmp_path / "hsd") == page_files(tmp_path / "seq")
     s = json.loads((tmp_path / "hsd" / "summary.json").read_text())
     assert s["accepted_per_step"] > 1.5 and s["ray"]["passes"][0]["actors_started"] == {"draft": 2, "decode": 2}
     assert s["ray"]["passes"][0]["busy_s"]["draft"] > 0

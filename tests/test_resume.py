@@ -8,7 +8,7 @@ import shutil
 import pytest
 from PIL import Image
 
-from cli_helpers import treedec
+from cli_helpers import page_files, treedec
 from treedec.data import open_dataset
 from treedec.evaluate import evaluate_pages
 from treedec.io.markdown import page_to_markdown
@@ -25,12 +25,6 @@ KEPT = {"a_doc.p001", "a_doc.p002"}  # the pages still done once two of those ar
 def _run(data, out, *args, env=None, here=True):
     """`run` on the folder `data`, in this process (`here`) or in one of its own (the one killed)."""
     return treedec("run", "data=images", f"data.root={data}", f"out={out}", *FAST, *args, env=env, here=here)
-
-
-def _page_files(out):
-    """Each page's Markdown and OmniDocBench JSON (what holds no timing): file name -> bytes."""
-    return {p.name: p.read_bytes() for p in sorted((out / "pages").iterdir())
-            if p.name.endswith(".md") or p.name.endswith(".omnidocbench.json")}
 
 
 def _stamps(out, names):
@@ -84,8 +78,8 @@ def test_killed_run_resumes_the_rest_and_equals_an_uninterrupted_one(folder):
     assert s["resumed_pages"] == len(KEPT) and s["pages_decoded"] == 3 and s["pages"] == 5  # a_bad tried again
     assert s["speed_covers"] == "pages decoded in this sitting" and s["by_concurrency"][0]["pages"] == 3
     assert len(folder["stamps"]) == 3 * len(KEPT) and _stamps(out, KEPT) == folder["stamps"]  # the earlier pages' files untouched
-    whole = _page_files(root / "whole")
-    assert len(whole) == 10 and _page_files(out) == whole  # every page, byte for byte
+    whole = page_files(root / "whole")
+    assert len(whole) == 10 and page_files(out) == whole  # every page, byte for byte
     # documents and the inputs' figures cover all pages, the earlier ones read back from their files
     assert (out / "documents" / "a_doc.md").read_bytes() == (root / "whole" / "documents" / "a_doc.md").read_bytes()
     ref = json.loads((root / "whole" / "summary.json").read_text())
@@ -106,12 +100,12 @@ def _copy(folder, name):
 def test_a_half_written_page_is_redone(folder):
     """The killed run's half-written pages (`_half_write`: a file cut short, a journal line missing,
     a temporary file) are not done; the resumed run redoes them, the other pages untouched."""
-    out, whole = folder["root"] / "out", _page_files(folder["root"] / "whole")
+    out, whole = folder["root"] / "out", page_files(folder["root"] / "whole")
     assert folder["kept"] == KEPT and len(folder["stamps"]) == 6  # synth_0007002 (cut), synth_0007003 (no line): not done
     assert folder["resumed"].returncode == 0, folder["resumed"].stderr[-2000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["resumed_pages"] == 2 and s["pages_decoded"] == 3
-    assert _page_files(out) == whole and _stamps(out, KEPT) == folder["stamps"]
+    assert page_files(out) == whole and _stamps(out, KEPT) == folder["stamps"]
     assert not list((out / "pages").glob(".*.tmp"))
 
 

@@ -2,7 +2,7 @@
 forward passes, the runtime's notes) holding one `PageRecord` per page (the parsed page, its
 flat text, its flags and its decoding: `treedec.engine.page_decoding.PageDecoding`), and how a
 record is made from a decoded page (`page_record`) or from a page that could not be read
-(`unreadable`). Every runtime returns these (`treedec.parse_pages.parse_pages`)."""
+(`unreadable`) or decoded (`failed`). Every runtime returns these (`treedec.parse_pages.parse_pages`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -109,12 +109,23 @@ class RunResult:
 
 def unreadable(sample: Sample) -> PageRecord:
     """The record of a page whose image could not be read: empty, flagged with the reason, kept."""
-    size = (sample.page.width, sample.page.height) if sample.page else (sample_size(sample) or (1000, 1000))
     reasons = [f for f in sample_flags(sample) if f.startswith("unreadable")]
+    return not_decoded(sample, reasons or ["unreadable or missing image"],
+                       [f for f in sample_flags(sample) if not f.startswith("unreadable")])
+
+
+def failed(sample: Sample, error: BaseException) -> PageRecord:
+    """The record of a page whose decoding raised (`run executor=ray`'s decoders): empty,
+    flagged with the error, kept."""
+    return not_decoded(sample, [f"decoding failed: {type(error).__name__}: {error}"], sample_flags(sample))
+
+
+def not_decoded(sample: Sample, reasons: list[str], other_flags: list[str]) -> PageRecord:
+    """An empty record of a page not decoded: why (`reasons`), that it was not, then its other flags."""
+    size = (sample.page.width, sample.page.height) if sample.page else (sample_size(sample) or (1000, 1000))
     return PageRecord(sample.name, Page(*size, image_path=sample.name), "", gt=sample.page,
-                      flags=(reasons or ["unreadable or missing image"])
-                      + ["not decoded, scored as empty" if sample.page is not None else "not decoded"]
-                      + [f for f in sample_flags(sample) if not f.startswith("unreadable")])
+                      flags=reasons + ["not decoded, scored as empty" if sample.page is not None else "not decoded"]
+                      + other_flags)
 
 
 def sample_size(sample: Sample) -> tuple[int, int] | None:

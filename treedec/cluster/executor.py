@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import pickle
 import time
+from dataclasses import asdict
 from typing import Any, Callable
-
-from omegaconf import OmegaConf
 
 from treedec.cluster.ledger import Ledger
 from treedec.cluster.options import RayOptions
@@ -24,6 +23,7 @@ from treedec.cluster.stages import Decoder, Drafter, read_pages
 from treedec.errors import UserError
 from treedec.records import PageRecord, RunResult
 from treedec.run_pass import charge_write
+from treedec.store import plain
 
 INSTALL_HINT = 'pip install -e ".[ray]"'
 
@@ -112,15 +112,15 @@ class RayExecutor:
         chunks = [names[i:i + batch] for i in range(0, len(names), batch)]
         ds = ray.data.from_items([{"names": c} for c in chunks], override_num_blocks=max(1, len(chunks)))
         ds = ds.flat_map(read_pages, num_cpus=opts.cpus_per_reader,
-                         fn_kwargs={"data": container(cfg.data), "model_pages": vlm.pages, "ledger": ledger})
+                         fn_kwargs={"data": plain(cfg.data), "model_pages": vlm.pages, "ledger": ledger})
         if drafted:
             ds = ds.map_batches(Drafter, batch_size=1, num_cpus=opts.cpus_per_drafter,
                                 compute=ray.data.ActorPoolStrategy(size=opts.drafters),
-                                fn_constructor_kwargs={"ocr": container(strategy_cfg.get("ocr")), "ledger": ledger})
+                                fn_constructor_kwargs={"ocr": _plain_or_none(strategy_cfg.get("ocr")), "ledger": ledger})
         return ds.map_batches(Decoder, batch_size=batch, num_cpus=opts.cpus_per_decoder,
                               num_gpus=opts.gpus_per_decoder or None,
                               compute=ray.data.ActorPoolStrategy(size=opts.decoders),
-                              fn_constructor_kwargs={"cfg": container(cfg), "strategy": container(strategy_cfg),
+                              fn_constructor_kwargs={"cfg": plain(cfg), "strategy": plain(strategy_cfg),
                                                      "level": level, "drafted": drafted, "ledger": ledger})
 
     def figures(self) -> dict[str, Any]:
@@ -128,10 +128,10 @@ class RayExecutor:
         pass, and `ray` (its options, start-up, each pass's stages)."""
         return {"executor": "ray", "actors_replaced": sum(p["actors_replaced"] for p in self.passes),
                 "pages_redone": sum(p["pages_redone"] for p in self.passes),
-                "ray": {**{k: v for k, v in vars(self.options).items()}, "startup_s": round(self.startup_s, 3),
+                "ray": {**asdict(self.options), "startup_s": round(self.startup_s, 3),
                         "cluster_cpus": self.ray.cluster_resources().get("CPU"), "passes": self.passes}}
 
 
-def container(node) -> Any:
-    """A config node as plain data (what travels to the actors)."""
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+def _plain_or_none(node) -> Any:
+    return plain(node) if node is not None else None

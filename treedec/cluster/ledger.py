@@ -1,10 +1,9 @@
 """What the actors of a Ray run did, kept by one actor of its own (`Ledger`): per stage
 (read, draft, decode), the actors started (a replaced one starts again: its constructor runs
-anew), the pages begun and finished, and the seconds each stage was busy. From it the
+anew), the pages begun (a page begun twice was redone), and the seconds each stage was busy. From it the
 summary's `actors_replaced`, `pages_redone` and which stage bounded the run."""
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
@@ -19,30 +18,17 @@ class Ledger:
 
     def __init__(self):
         self.starts: Counter = Counter()
-        self.pids: dict[str, list[int]] = defaultdict(list)
         self.begun: dict[str, Counter] = defaultdict(Counter)
-        self.done: dict[str, set] = defaultdict(set)
         self.busy: dict[str, float] = defaultdict(float)
-        self.opened = time.time()
-        self.first: dict[str, float] = {}
-        self.last: dict[str, float] = {}
 
-    def started(self, stage: str, pid: int) -> None:
+    def started(self, stage: str) -> None:
         self.starts[stage] += 1
-        self.pids[stage].append(pid)
 
     def began(self, stage: str, names: list[str]) -> None:
-        self.first.setdefault(stage, time.time())
         self.begun[stage].update(names)
 
-    def finished(self, stage: str, names: list[str], busy_s: float) -> None:
-        self.done[stage].update(names)
+    def finished(self, stage: str, busy_s: float) -> None:
         self.busy[stage] += busy_s
-        self.last[stage] = time.time()
-
-    def alive_pids(self, stage: str) -> list[int]:
-        """The processes of `stage`'s actors started so far (a test kills one of them)."""
-        return list(self.pids[stage])
 
     def figures(self, pools: dict[str, int], wall_s: float) -> dict[str, Any]:
         """`pools`: actors per stage (decode, draft). `busy_s`: each stage's seconds of work
@@ -60,7 +46,7 @@ def register(ledger, stage: str) -> None:
     """An actor of `stage` says it started (again, when it replaces one that died)."""
     import ray
 
-    ray.get(ledger.started.remote(stage, os.getpid()))
+    ray.get(ledger.started.remote(stage))
 
 
 @contextmanager
@@ -71,4 +57,4 @@ def working(ledger, stage: str, names: list[str]):
     ray.get(ledger.began.remote(stage, names))
     t = time.perf_counter()
     yield
-    ray.get(ledger.finished.remote(stage, names, time.perf_counter() - t))
+    ray.get(ledger.finished.remote(stage, time.perf_counter() - t))

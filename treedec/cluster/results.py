@@ -1,9 +1,7 @@
-"""A Ray pass's results: the decoders' batch runs merged into one `RunResult` (`merged`), and
-the record of a page whose decoding raised (`failed`: written flagged, never dropped)."""
+"""A Ray pass's results: the decoders' batch runs merged into one `RunResult` (`merged`)."""
 from __future__ import annotations
 
-from treedec.page import Page
-from treedec.records import PageRecord, RunResult, sample_flags, sample_size
+from treedec.records import PageRecord, RunResult
 
 
 def merged(runs: list[RunResult], records: list[PageRecord], wall_s: float, strategy: str) -> RunResult:
@@ -21,11 +19,3 @@ def merged(runs: list[RunResult], records: list[PageRecord], wall_s: float, stra
                      notes=list(dict.fromkeys(n for r in runs for n in r.notes)),
                      attention=first.attention if first else {})
 
-
-def failed(sample, error: BaseException) -> PageRecord:
-    """The record of a page whose decoding raised: empty, flagged with the error, kept."""
-    width, height = sample_size(sample) or ((sample.page.width, sample.page.height) if sample.page else (1000, 1000))
-    return PageRecord(sample.name, Page(width, height, image_path=sample.name), "", gt=sample.page,
-                      flags=sample_flags(sample) + [f"decoding failed: {type(error).__name__}: {error}",
-                                                    "not decoded, scored as empty" if sample.page is not None
-                                                    else "not decoded"])

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from treedec.cluster.ledger import register, working
-from treedec.cluster.results import failed, merged
-from treedec.records import RunResult
+from treedec.cluster.results import merged
+from treedec.records import RunResult, failed
 
 
 def read_pages(row: dict[str, Any], data: dict, model_pages: dict | None, ledger) -> list[dict[str, Any]]:
