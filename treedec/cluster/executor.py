@@ -71,6 +71,7 @@ class RayExecutor:
         from treedec.resume import page_names
 
         names = page_names(samples)
+        restarted = self._restarts()
         ledger = self.ray.remote(Ledger).options(num_cpus=0).remote()
         drafted = self._drafted(strategy_cfg)
         t = time.perf_counter()
@@ -92,13 +93,22 @@ class RayExecutor:
         wall = time.perf_counter() - t
         pools = {"decode": self.options.decoders, "draft": self.options.drafters if drafted else 0}
         self.passes.append({"strategy": strategy_cfg["name"], "concurrency": level, "wall_s": round(wall, 3),
-                            **self.ray.get(ledger.figures.remote(pools, wall))})
+                            **self.ray.get(ledger.figures.remote(pools, wall)),
+                            "actors_replaced": self._restarts() - restarted})
         self.ray.kill(ledger)
         res = merged(runs, [records[n] for n in names if n in records], wall, strategy_cfg["name"])
         if on_record is None:  # end to end: writing its pages charged, as a one-process pass is
             return charge_write(res)
         res.phases["write"] = write_s  # the driver wrote each page as it came, inside the wall time
         return res
+
+    def _restarts(self) -> int:
+        """The restarts Ray made of this job's actors so far (its actor table, as the GCS keeps it:
+        a killed actor counts when Ray restarts it, before its constructor has run again)."""
+        from ray._private.state import actors
+
+        job = self.ray.JobID.from_hex(self.ray.get_runtime_context().get_job_id())
+        return sum(a["NumRestarts"] for a in actors(job_id=job).values())
 
     def _drafted(self, strategy_cfg) -> bool:
         """Whether the pass's pages are drafted by drafter actors: a strategy drafting with the

@@ -1,7 +1,8 @@
 """What the actors of a Ray run did, kept by one actor of its own (`Ledger`): per stage
 (read, draft, decode), the actors started (a replaced one starts again: its constructor runs
 anew), the pages begun (a page begun twice was redone), and the seconds each stage was busy. From it the
-summary's `actors_replaced`, `pages_redone` and which stage bounded the run."""
+summary's `pages_redone` and which stage bounded the run (`actors_replaced` is Ray's own count of
+the restarts it made: `treedec.cluster.executor`)."""
 from __future__ import annotations
 
 import time
@@ -34,11 +35,10 @@ class Ledger:
         """`pools`: actors per stage (decode, draft). `busy_s`: each stage's seconds of work
         summed over its actors; `utilisation`: that over (actors x wall), the bound the stage
         whose actors were busiest."""
-        replaced = sum(max(0, self.starts[s] - n) for s, n in pools.items() if n)
         redone = sum(c - 1 for s in STAGES for c in self.begun[s].values() if c > 1)
         busy = {s: round(self.busy[s], 3) for s in STAGES if s in self.busy}
         use = {s: round(self.busy[s] / (n * wall_s), 3) for s, n in pools.items() if n and wall_s > 0 and s in self.busy}
-        return {"actors_replaced": replaced, "pages_redone": redone, "actors_started": dict(self.starts),
+        return {"pages_redone": redone, "actors_started": dict(self.starts),
                 "busy_s": busy, "utilisation": use, "bound_by": max(use, key=use.get) if use else None}
 
 
