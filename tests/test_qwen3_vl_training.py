@@ -163,29 +163,23 @@ def test_the_padoc_recipe_runs_on_the_tiny_config(ckpt, tmp_path):
     paper's lr/warmup/batch/length) on the tiny checkpoint, shortened, then resumed for one more
     step; its checkpoint is read back by `run`'s loader and decodes a page with strategy=padoc."""
     import json
-    import subprocess
-    import sys
 
     from omegaconf import OmegaConf
 
-    from conftest import ROOT
+    from cli_helpers import treedec_here
     from treedec.models.loader import load_vlm
 
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "treedec", "train", "+experiment=qwen3_vl_padoc", f"model.path={ckpt}",
-                        "train.steps=2", "train.pages_per_step=2", "train.warmup=1", "train.threads=1",
-                        "+model.finetune.page={width:128,height:96,margin:1}", f"out={out}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = treedec_here("train", "+experiment=qwen3_vl_padoc", f"model.path={ckpt}", "train.steps=2", "train.pages_per_step=2",
+                     "train.warmup=1", "train.threads=1", "+model.finetune.page={width:128,height:96,margin:1}", f"out={out}")
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["parallel"] == "fsdp" and summary["world"] == 1
     cfg = OmegaConf.load(out / "config.yaml")
     assert cfg.train.lr == 5e-6 and cfg.model.finetune.bucket_tokens == 16384 and cfg.strategy.name == "padoc"
     # the same command with more steps goes on from the checkpoint (FSDP's optimizer state too)
-    r = subprocess.run([sys.executable, "-m", "treedec", "train", "+experiment=qwen3_vl_padoc", f"model.path={ckpt}",
-                        "train.steps=3", "train.pages_per_step=2", "train.warmup=1", "train.threads=1",
-                        "+model.finetune.page={width:128,height:96,margin:1}", f"out={out}"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = treedec_here("train", "+experiment=qwen3_vl_padoc", f"model.path={ckpt}", "train.steps=3", "train.pages_per_step=2",
+                     "train.warmup=1", "train.threads=1", "+model.finetune.page={width:128,height:96,margin:1}", f"out={out}")
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"resumed from {out / 'model'} at step 2" in r.stdout
     assert json.loads((out / "summary.json").read_text())["steps"] == 3
