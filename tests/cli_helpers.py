@@ -92,3 +92,58 @@ def page_files(out) -> dict[str, bytes]:
     (file name -> bytes), to compare two runs' pages byte for byte."""
     return {p.name: p.read_bytes() for p in sorted((out / "pages").iterdir())
             if p.name.endswith(".md") or p.name.endswith(".omnidocbench.json")}
+
+
+# One interpreter that imports what every `python -m treedec` imports, then forks once per command
+# line: each child runs `python -m treedec ARGS` as a fresh interpreter would from there on
+# (its warnings printed once, its own atexit), stdout and stderr to files of its own. What the
+# shared imports print goes to the interpreter's own stderr (`treedec_forked` returns it).
+FORKED = r"""
+import atexit, json, os, runpy, sys, traceback
+sys.path.insert(0, os.getcwd())  # (`python -m`: the working folder first)
+import treedec.cli  # the modules every command line imports (its first import, then the rest)
+for name in {common!r}:
+    __import__(name)
+cases, folder = json.loads(sys.argv[1]), sys.argv[2]
+codes = []
+for i, args in enumerate(cases):
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        for fd, what in ((1, "out"), (2, "err")):
+            os.dup2(os.open(f"{{folder}}/{{i}}.{{what}}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        sys.argv = ["treedec", *args]
+        try:
+            runpy.run_module("treedec", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        if isinstance(code, str):
+            print(code, file=sys.stderr)
+            code = 1
+        atexit._run_exitfuncs()
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(int(code or 0))
+    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+json.dump(codes, open(f"{{folder}}/codes.json", "w"))
+"""
+# what every command line of the tests imports (each is in `python -X importtime -m treedec ...` of all)
+COMMON = ("torch", "transformers", "transformers.cache_utils", "hydra", "omegaconf", "treedec.conf",
+          "treedec.models.vlm", "treedec.engine.engine", "treedec.runtimes.embedded")
+
+
+def treedec_forked(cases: list[list[str]], folder, timeout: int = 600) -> tuple[list[Ran], str]:
+    """`python -m treedec ARGS` for each of `cases`, each in a process of its own forked from one
+    that imported `COMMON` (seconds of imports paid once): what each prints and exits with, and
+    what the shared imports printed on stderr (a fresh interpreter would print it for every case)."""
+    import json
+
+    r = subprocess.run([sys.executable, "-c", FORKED.format(common=COMMON), json.dumps(cases), str(folder)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    codes = json.loads((folder / "codes.json").read_text())
+    return [Ran(["treedec", *args], code, (folder / f"{i}.out").read_text(), (folder / f"{i}.err").read_text())
+            for i, (args, code) in enumerate(zip(cases, codes))], r.stderr

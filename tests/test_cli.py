@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from cli_helpers import treedec
+from cli_helpers import treedec, treedec_forked
 from conftest import DEMO
 
 
@@ -74,9 +74,20 @@ def _one_line(code, stderr, says):
     assert len(lines) == 1 and says in lines[0], stderr
 
 
-@pytest.mark.parametrize("args, says", JOB_MISTAKES)
-def test_user_mistakes_are_one_line(args, says):
-    r = _run(*args, check=False, here=False)
+@pytest.fixture(scope="module")
+def job_mistakes(tmp_path_factory):
+    """JOB_MISTAKES' command lines, each in a process of its own (forked after the imports they all
+    make: what those print would be printed by each, so it must be nothing)."""
+    ran, imports_said = treedec_forked([args for args, _ in JOB_MISTAKES], tmp_path_factory.mktemp("mistakes"))
+    assert imports_said == ""
+    return ran
+
+
+@pytest.mark.parametrize("i", range(len(JOB_MISTAKES)), ids=[" ".join(a) for a, _ in JOB_MISTAKES])
+def test_user_mistakes_are_one_line(job_mistakes, i):
+    args, says = JOB_MISTAKES[i]
+    r = job_mistakes[i]
+    assert r.args == ["treedec", *args]
     _one_line(r.returncode, r.stderr, says)
 
 
