@@ -135,14 +135,16 @@ COMMON = ("torch", "transformers", "transformers.cache_utils", "hydra", "omegaco
           "treedec.models.vlm", "treedec.engine.engine", "treedec.runtimes.embedded")
 
 
-def treedec_forked(cases: list[list[str]], folder, timeout: int = 600) -> tuple[list[Ran], str]:
+def treedec_forked(cases: list[list[str]], folder, env: dict | None = None,
+                   timeout: int = 600) -> tuple[list[Ran], str]:
     """`python -m treedec ARGS` for each of `cases`, each in a process of its own forked from one
-    that imported `COMMON` (seconds of imports paid once): what each prints and exits with, and
-    what the shared imports printed on stderr (a fresh interpreter would print it for every case)."""
+    that imported `COMMON` (seconds of imports paid once), with `env` added: what each prints and
+    exits with, and what the shared imports printed on stderr (a fresh interpreter would print it
+    for every case)."""
     import json
 
     r = subprocess.run([sys.executable, "-c", FORKED.format(common=COMMON), json.dumps(cases), str(folder)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr[-3000:]
     codes = json.loads((folder / "codes.json").read_text())
     return [Ran(["treedec", *args], code, (folder / f"{i}.out").read_text(), (folder / f"{i}.err").read_text())

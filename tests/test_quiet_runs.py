@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+from cli_helpers import treedec_forked
 from conftest import ROOT
 from treedec.ocr.library_logs import to_log
 from treedec.outputs import discard_start
@@ -17,15 +18,15 @@ def _treedec(*args):
 
 
 def test_a_config_error_leaves_no_run_folder(tmp_path):
-    r = _treedec("run", "model=qwen3_vl", f"out={tmp_path / 'r'}")
+    runs = tmp_path / "runs"  # the default out= (the second command line's), under $TREEDEC_RUNS
+    lines = [["run", "model=qwen3_vl", f"out={tmp_path / 'r'}"], ["run", "model=qwen3_vl"]]
+    (r, default), imports_said = treedec_forked(lines, tmp_path, env={"OMP_NUM_THREADS": "1", "TREEDEC_RUNS": str(runs)})
+    assert imports_said == ""  # (what each process would print first)
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "treedec: error: model=qwen3_vl needs model.path=DIR (a local checkpoint folder); only model=tiny has a "
         "shipped default"]
     assert not (tmp_path / "r").exists()
-    runs = tmp_path / "runs"  # the default out=, under $TREEDEC_RUNS
-    r = subprocess.run([sys.executable, "-m", "treedec", "run", "model=qwen3_vl"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600, env={**os.environ, "TREEDEC_RUNS": str(runs)})
-    assert r.returncode == 2 and (not runs.exists() or not any(runs.iterdir()))
+    assert default.returncode == 2 and (not runs.exists() or not any(runs.iterdir()))
 
 
 def test_a_folder_with_results_is_kept(tmp_path):
