@@ -52,19 +52,30 @@ def test_rerunning_a_sweep_config_repeats_its_pages_and_figures(tmp_path):
     """Seeds everywhere (issue 21.5): the tiny sweep `smoke` (a random VLM; sequential, crops and
     hsd with pipeline drafts from a cold cache) run twice into two stores gives the same pages,
     byte for byte, the same figures and the same compare table, timings aside. The first run is
-    the script's (each job in a process of its own, `fresh_process=true`); the second runs the
-    script's command lines in this process with every job in it too (`fresh_process=false`: jobs
-    that share a process start from their seed), so its jobs' keys differ by that key alone."""
+    the script's `main` (each job in a process of its own, `fresh_process=true`; the commands that
+    start them, and compare, in this process); the second runs the script's command lines in this
+    process with every job in it too (`fresh_process=false`: jobs that share a process start from
+    their seed), so its jobs' keys differ by that key alone. The script itself starts as a script."""
     import json
     import subprocess
     import sys
+    from types import SimpleNamespace
 
     from cli_helpers import treedec_here
 
-    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "sweep.py"), "smoke", f"out={tmp_path / 'a'}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    rerun = load_script("experiments/sweep.py").command_lines("smoke", ["fresh_process=false", f"out={tmp_path / 'b'}"])
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "sweep.py")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and any(line.split()[0] == "smoke" for line in r.stdout.splitlines()), r.stderr[-3000:]
+    script = load_script("experiments/sweep.py")
+
+    def run_here(cmd, check):  # the script's `subprocess.run(cmd, check=True)`, the command run in this process
+        assert cmd[1:3] == ["-m", "treedec"] and check
+        r = treedec_here(*cmd[3:])
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    script.subprocess = SimpleNamespace(run=run_here)
+    script.main(["smoke", f"out={tmp_path / 'a'}"])
+    rerun = script.command_lines("smoke", ["fresh_process=false", f"out={tmp_path / 'b'}"])
     for cmd in rerun:
         assert cmd[1:3] == ["-m", "treedec"]
         r = treedec_here(*cmd[3:])  # (the extra key goes to the run line, not to compare's)
