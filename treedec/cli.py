@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from treedec.errors import UserError
+from treedec.remote import is_url
 
 COMMANDS = {
     "depth": "oracle decoding depth of a data set (model-free)",
@@ -186,25 +187,54 @@ def _job(command: str, cfg, hc) -> None:
             cfg.resume, afresh = False, ["resume=false"]
     if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
         summary = _in_fresh_process(command, [*hc.overrides.task, *afresh], hc.runtime.output_dir)  # for those before it
+        if job is not None:
+            job.record(summary)
     else:
-        summary = _run_here(command, cfg, hc, sweep)
-    if job is not None and summary is not None:
-        job.record(summary)
+        _run_here(command, cfg, hc, sweep, job)
 
 
-def _run_here(command: str, cfg, hc, sweep: bool) -> dict | None:
+def _run_here(command: str, cfg, hc, sweep: bool, job=None) -> dict | None:
     """`command` run in this process: its summary written (with meta) and logged (scalars; with
-    W&B also plots, tables, report.html)."""
-    from treedec.loggers import log_outputs, make_logger
-    from treedec.outputs import RunOutput
-
+    W&B also plots, tables, report.html) and recorded in the results store (`job`); for `out=` a
+    URL, its outputs copied there, finished or not."""
     module = importlib.import_module(f"treedec.commands.{command}")
     if cfg.get("seed") is not None:
         _seed(int(cfg.seed))
+    remote = _remote(cfg, command, hc.runtime.output_dir)
+    try:
+        summary = _outputs(command, module, cfg, hc, sweep, remote)
+        if job is not None and summary is not None:
+            job.record(summary)  # the results store's result.json
+        return summary
+    finally:
+        if remote is not None and not isinstance(sys.exc_info()[1], UserError):  # a user's mistake leaves nothing there
+            remote.push_rest()
+
+
+def _remote(cfg, command: str, mirror: str):
+    """For `out=` a filesystem URL: where it goes (treedec.remote), what earlier sittings left there
+    pulled into the mirror for `run`. None for a local folder."""
+    if not is_url(str(cfg.out)):
+        return None
+    from treedec.remote import RemoteOut
+
+    remote = RemoteOut(str(cfg.out), mirror)
+    if command == "run":
+        pulled = remote.pull(resume=cfg.get("resume", True))
+        if pulled:
+            print(f"note: out={cfg.out}: {pulled} pages of earlier sittings read back", file=sys.stderr)
+    return remote
+
+
+def _outputs(command: str, module, cfg, hc, sweep: bool, remote) -> dict | None:
+    """`module`'s command run into its folder: its summary (None where it writes none)."""
+    from treedec.loggers import log_outputs, make_logger
+    from treedec.outputs import RunOutput
+
     if command == "run":  # a rerun refused before it writes anything into the folder (treedec.resume)
         from treedec.resume import check
         check(cfg, hc.runtime.output_dir)
-    out = RunOutput(hc.runtime.output_dir, cfg)
+    out = RunOutput(hc.runtime.output_dir, cfg, remote=remote)
     summary = module.main(cfg, out)
     if summary is None:
         return None
@@ -216,7 +246,7 @@ def _run_here(command: str, cfg, hc, sweep: bool) -> dict | None:
     logger.finish()
     path = out.dir / "summary.json"
     kept = path.is_file() and path.stat().st_mtime < out.started  # an earlier sitting's, left as it was (treedec.resume)
-    print(f"{'kept' if kept else 'wrote'} {path}")
+    print(f"{'kept' if kept else 'wrote'} {f'{cfg.out}/summary.json' if remote is not None else path}")
     return summary
 
 
@@ -274,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     if command == "list":
         print(listing())
         return
+    from treedec.conf import register_resolvers
+
+    register_resolvers()
     if command == "draft":  # the drafter alone: data, no model and no torch (its CPU per page counts start-up)
         from treedec.conf import register_data_schemas
 
@@ -285,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     flags = [a for a in rest if a.startswith("-")]
     overrides = [a for a in rest if not a.startswith("-")]
     multirun = "-m" in flags or "--multirun" in flags
+    if multirun and any(is_url(o.partition("=")[2]) for o in overrides if o.partition("=")[0] == "out"):
+        _fail("out= as a URL is for one job, not a sweep (-m): sweep into a local or mounted folder")
     if "--help" not in flags and "-h" not in flags:
         try:
             validate(command, overrides, multirun)

@@ -73,8 +73,9 @@ def write_text_atomic(path: Path, text: str, fsync: bool = False) -> None:
 class RunOutput:
     """One command's output folder."""
 
-    def __init__(self, out: str | Path, config: Any = None):
+    def __init__(self, out: str | Path, config: Any = None, remote: Any = None):
         self.dir = Path(out)
+        self.remote = remote  # out= a filesystem URL: this folder is its local mirror (treedec.remote.RemoteOut)
         self.pages_dir = self.dir / "pages"
         self.pages_dir.mkdir(parents=True, exist_ok=True)
         self.started = time.time()

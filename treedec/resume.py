@@ -97,18 +97,19 @@ class Sitting:
     """One sitting of a run into `out`: the pages earlier sittings finished (`earlier`: page
     name -> its journal entry, its files checked), the pages left, and the journal."""
 
-    def __init__(self, out: str | Path, earlier: dict[str, dict] | None = None):
+    def __init__(self, out: str | Path, earlier: dict[str, dict] | None = None, remote: Any = None):
         self.dir = Path(out)
+        self.remote = remote  # out= a URL: each page done copied there, files then journal (treedec.remote)
         self.folder = self.dir / FOLDER
         self.earlier = earlier or {}
         self.marked = 0
 
     @classmethod
-    def open(cls, cfg: Any, out: str | Path) -> "Sitting":
+    def open(cls, cfg: Any, out: str | Path, remote: Any = None) -> "Sitting":
         """The sitting `cfg` starts in `out`: what earlier sittings finished, refused in one line
         where their pages would differ from this config's (`check`); with `resume=false`, the
         folder's earlier pages removed first. Writes the fingerprint where nothing is done yet."""
-        sitting = cls(out)
+        sitting = cls(out, remote=remote)
         if not cfg.get("resume", True):
             sitting.clear()
         sitting.earlier = check(cfg, out, say=False)  # said by the command's own check, before it writes
@@ -144,6 +145,8 @@ class Sitting:
         entry = {"name": name, **{kind: sha256_file(pages / f"{name}{ext}") for kind, ext in HASHED.items()}}
         with (self.folder / JOURNAL).open("a", encoding="utf-8") as f:
             f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        if self.remote is not None:
+            self.remote.push_page(name, entry)
         self.marked += 1
         if os.environ.get(KILL_AFTER) and self.marked == int(os.environ[KILL_AFTER]):
             os.kill(os.getpid(), signal.SIGKILL)

@@ -21,6 +21,7 @@ from treedec.cpu import describe
 from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.outputs import RunOutput
+from treedec.remote import is_url
 from treedec.report import write_report
 from treedec.report_lead import Mark, direction
 from treedec.store import NOT_IN_KEY, results
@@ -66,12 +67,24 @@ def _key_value(override: str) -> tuple[str, str]:
         return key, value
 
 
+def _readable(root: str) -> Path:
+    """`root` as a local folder: a filesystem URL's result files copied into a temporary one."""
+    if is_url(root):
+        import tempfile
+
+        from treedec.remote import RemoteOut
+
+        return RemoteOut(root, tempfile.mkdtemp(prefix="treedec-compare-")).pull_results(
+            tempfile.mkdtemp(prefix="treedec-compare-"))
+    if not Path(root).is_dir():
+        raise UserError(f"runs: {root!r} is not a folder")
+    return Path(root)
+
+
 def load_jobs(roots: list[str]) -> list[dict[str, Any]]:
     jobs = []
     for root in roots:
-        if not Path(root).is_dir():
-            raise UserError(f"runs: {root!r} is not a folder")
-        found = list(results(root))
+        found = list(results(_readable(root)))
         if not found:
             raise UserError(f"runs: no finished job (result.json) under {root!r}; run a sweep with "
                             f"`python -m treedec run -m ... out={root}` first")

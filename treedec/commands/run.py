@@ -48,7 +48,7 @@ def main(cfg, out: RunOutput) -> dict:
 
 
 def _run(cfg, out: RunOutput, runtime: Runtime, executor=None) -> dict:
-    sitting = Sitting.open(cfg, out.dir)  # the pages earlier sittings into out= finished (treedec.resume)
+    sitting = Sitting.open(cfg, out.dir, out.remote)  # the pages earlier sittings into out= finished (treedec.resume)
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass

@@ -15,6 +15,19 @@ def _unset(cls, name: str):
                                  for f in fields(cls)])
 
 
+def register_resolvers() -> None:
+    """`${treedec_local:OUT}`: where a command writes for `out=OUT` (a URL's local mirror, treedec.remote)."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from treedec.remote import is_url, mirror_of
+
+    OmegaConf.register_new_resolver(
+        "treedec_local", lambda out: str(mirror_of(out, os.environ.get("TREEDEC_RUNS", "runs"))) if is_url(out) else out,
+        replace=True)
+
+
 def register_schemas() -> None:
     from treedec.models.vlm import VLMSpec
     from treedec.runtimes.embedded import EmbeddedConfig
