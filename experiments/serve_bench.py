@@ -17,9 +17,12 @@ server's cost is serve's pages/s at 16 clients against it.
 
 `mineru`: the forced decoder (`model.size`, Qwen's BPE with --tokenizer) in `mineru` behind
 `treedec serve strategy=sequential` and `strategy=hsd`; MinerU's own client (`two_step_extract`)
-parses the 12 demo pages one after another through each (its layout request, then its crop
+parses the demo pages (the first --pages of them) one after another through each (its layout request, then its crop
 requests at once); pages/s of each and their ratio, drafting included (hsd drafts every request
-from its own image in the server's process).
+from its own image in the server's process); beside it, the batch `run` of the same forced model
+in `mineru` on the same pages, `crops` (the format's baseline: its layout pass, then its crops, as
+MinerU's client asks) and hsd, each in its own process (its summary's pages/s
+and the whole process's seconds).
 
 Run it on a quiet machine; the output names its CPU (`treedec.cpu`). OUT/results.json, OUT/table.md."""
 from __future__ import annotations
@@ -185,8 +188,10 @@ def mineru_bench(args) -> dict:
 
     logger.disable("mineru_vl_utils")
     samples = list(open_dataset(OmegaConf.create({"name": "omnidocbench", "root": str(DEMO), "json": None,
-                                                   "limit": None})))
-    out = {}
+                                                   "limit": None})))[:args.pages]
+    out = {"batch": {strategy: forced_batch_run(args, strategy) for strategy in ("crops", "hsd")}}
+    out["batch_ratio"] = out["batch"]["hsd"]["pages_per_s"] / out["batch"]["crops"]["pages_per_s"]
+    out["batch_ratio_e2e"] = out["batch"]["crops"]["process_s"] / out["batch"]["hsd"]["process_s"]
     for strategy in ("sequential", "hsd"):
         port = free_port()
         argv = [sys.executable, "-m", "treedec", "serve", "model=forced", f"model.size={args.size}",
@@ -207,10 +212,28 @@ def mineru_bench(args) -> dict:
                          "accepted_tokens": _metric(metrics, "treedec_spec_decode_num_accepted_tokens_total"),
                          "generated_tokens": _metric(metrics, "treedec_generation_tokens_total"),
                          "request_steps": _metric(metrics, "treedec_request_steps_total")}
-        print(strategy, round(out[strategy]["pages_per_s"], 4), flush=True)
+        print(strategy, round(out[strategy]["pages_per_s"], 4), round(wall, 1), flush=True)
+        (args.out / "partial.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
     out["same_blocks"] = out["sequential"]["blocks"] == out["hsd"]["blocks"]
     out["ratio"] = out["hsd"]["pages_per_s"] / out["sequential"]["pages_per_s"]
     return out
+
+
+def forced_batch_run(args, strategy: str) -> dict:
+    """The batch `run` of the same forced model in `mineru` on the demo pages, in its own process:
+    its summary's pages/s, and the whole process's seconds (loading and writing included)."""
+    out = args.out / f"batch-{strategy}"
+    argv = [sys.executable, "-m", "treedec", "run", "model=forced", f"model.size={args.size}", "model.format=mineru",
+            "data=omnidocbench", f"data.root={DEMO}", f"data.limit={args.pages or 'null'}", f"strategy={strategy}",
+            "runtime.max_new_tokens=12000",
+            "runtime.max_pages=16", f"out={out}", "resume=false"]
+    argv += [f"model.tokenizer={args.tokenizer}"] if args.tokenizer else []
+    t = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    process_s = time.perf_counter() - t
+    s = json.loads((out / "summary.json").read_text())
+    print("batch", strategy, round(s["pages_per_s"], 4), round(process_s, 1), flush=True)
+    return {"pages_per_s": s["pages_per_s"], "pages": s["pages"], "process_s": process_s}
 
 
 def _metric(text: str, name: str) -> float:
@@ -223,7 +246,11 @@ def table(kind: str, res: dict) -> str:
         return ("| strategy | pages/s | x sequential | accepted tokens | tokens | request steps |\n|---|---|---|---|---|---|\n"
                 f"| sequential | {s['pages_per_s']:.4f} | 1.00 | - | {s['generated_tokens']:.0f} | {s['request_steps']:.0f} |\n"
                 f"| hsd | {h['pages_per_s']:.4f} | {res['ratio']:.2f} | {h['accepted_tokens']:.0f} | "
-                f"{h['generated_tokens']:.0f} | {h['request_steps']:.0f} |\n\nsame blocks: {res['same_blocks']}\n")
+                f"{h['generated_tokens']:.0f} | {h['request_steps']:.0f} |\n\nsame blocks: {res['same_blocks']}\n"
+                f"\nbatch run, hsd x crops (the format's baseline: its layout pass, then its crops): "
+                f"{res['batch_ratio']:.2f} (its summaries' pages/s), "
+                f"{res['batch_ratio_e2e']:.2f} (whole processes: {res['batch']['crops']['process_s']:.1f} / "
+                f"{res['batch']['hsd']['process_s']:.1f} s)\n")
     lines = ["| round | clients | treedec pages/s | vLLM pages/s | x vLLM | treedec P50 / P95 s | vLLM P50 / P95 s | same text |",
              "|---|---|---|---|---|---|---|---|"]
     for r, row in enumerate(res["rounds"]):
@@ -243,6 +270,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--replica", type=Path, default=None)
     ap.add_argument("--size", default="30m", help="mineru: the forced model's size")
+    ap.add_argument("--pages", type=int, default=None, help="mineru: the first N demo pages (default all 12)")
     ap.add_argument("--tokenizer", default=None, help="mineru: model.tokenizer (Qwen's BPE: runs/tokenizers/qwen.tiktoken)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / f"serve-bench-{time.strftime('%Y%m%d-%H%M%S')}")
     args = ap.parse_args()
