@@ -125,11 +125,13 @@ class RayExecutor:
                          fn_kwargs={"data": plain(cfg.data), "model_pages": vlm.pages, "ledger": ledger})
         if drafted:
             ds = ds.map_batches(Drafter, batch_size=1, num_cpus=opts.cpus_per_drafter,
-                                compute=ray.data.ActorPoolStrategy(size=opts.drafters),
+                                compute=ray.data.ActorPoolStrategy(size=opts.drafters, max_tasks_in_flight_per_actor=1),
                                 fn_constructor_kwargs={"ocr": _plain_or_none(strategy_cfg.get("ocr")), "ledger": ledger})
         return ds.map_batches(Decoder, batch_size=batch, num_cpus=opts.cpus_per_decoder,
                               num_gpus=opts.gpus_per_decoder or None,
-                              compute=ray.data.ActorPoolStrategy(size=opts.decoders),
+                              # one batch at a time an actor: a batch queued behind a busy decoder while another
+                              # idles would leave the pool half used (4 pages, 2 decoders: one did all four)
+                              compute=ray.data.ActorPoolStrategy(size=opts.decoders, max_tasks_in_flight_per_actor=1),
                               fn_constructor_kwargs={"cfg": plain(cfg), "strategy": plain(strategy_cfg),
                                                      "level": level, "drafted": drafted, "ledger": ledger})
 
