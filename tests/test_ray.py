@@ -1,7 +1,7 @@
 """`run executor=ray` (treedec/cluster) on a local Ray of two CPUs started by the test (never a
 cluster the machine lacks): a folder of images decoded by two decoder actors gives each page's
 Markdown and OmniDocBench JSON byte for byte as a one-process run, the unreadable page kept
-flagged; a driver killed partway and rerun into the same out= decodes only what its journal
+flagged, written into a `file://` URL; a driver killed partway and rerun into the same out= decodes only what its journal
 lacks, and a decoder killed with SIGKILL in that rerun is replaced, every page written once;
 forced hsd with two drafters and two decoders gives sequential's pages, drafts accepted."""
 import json
@@ -62,18 +62,23 @@ def one_process(cluster, tmp_path_factory):
 
 
 def test_two_decoders_write_the_one_process_pages_byte_for_byte(cluster, one_process, tmp_path):
+    """... written by the driver into a filesystem URL standing for a shared mount (`file://`), as
+    into any out=."""
     address, data = cluster
-    r = treedec(*_on_ray(address, data, tmp_path / "out", "ray.decoders=2"), here=False)
+    out = tmp_path / "mount" / "out"
+    r = treedec(*_on_ray(address, data, f"file://{out}", "ray.decoders=2"), env={"TREEDEC_RUNS": str(tmp_path / "m")},
+                here=False)
     assert r.returncode == 0, r.stderr[-2000:]
     whole = page_files(one_process)
-    assert len(whole) == 2 * PAGES + 2 and page_files(tmp_path / "out") == whole  # the flagged page kept too
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert len(whole) == 2 * PAGES + 2 and page_files(out) == whole  # the flagged page kept too
+    s = json.loads((out / "summary.json").read_text())
     ref = json.loads((one_process / "summary.json").read_text())
     assert s["executor"] == "ray" and s["pages"] == ref["pages"] == PAGES + 1 and s["page_flags"] == ref["page_flags"]
     assert s["actors_replaced"] == 0 and s["pages_redone"] == 0
     (run,) = s["ray"]["passes"]
     assert run["actors_started"] == {"decode": 2} and run["busy_s"]["decode"] > 0 and run["bound_by"] == "decode"
-    assert sorted(_journal_names(tmp_path / "out")) == sorted(n for n in _journal_names(one_process))
+    at_url = sorted(json.loads(p.read_text())["name"] for p in (out / "resume" / "done").iterdir())
+    assert at_url == sorted(_journal_names(one_process))
 
 
 def _decoder_pids() -> set[int]:

@@ -66,7 +66,7 @@ def test_a_run_into_a_url_resumes_there_and_writes_what_a_local_run_writes(runs)
 def test_compare_reads_a_run_at_a_url(runs):
     ran = treedec("compare", f"runs={runs['url']}", f"out={runs['root'] / 'cmp'}")
     assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "sequential" in (runs["root"] / "cmp" / "compare.md").read_text()
+    assert "| padoc | 3 |" in (runs["root"] / "cmp" / "compare.md").read_text()  # the run read from the URL
 
 
 def test_resume_false_empties_the_url_first(runs, tmp_path):

@@ -99,7 +99,11 @@ class RemoteOut:
                 self.fs.rm(path, recursive=self.fs.isdir(path))
 
     def push_page(self, name: str, entry: dict) -> None:
-        """A page done: its files, then its journal entry."""
+        """A page done: the run's fingerprint (once: what decides its pages, without which a later
+        sitting keeps none), the page's files, then its journal entry."""
+        fingerprint = self.mirror / "resume" / "fingerprint.json"
+        if fingerprint.is_file():
+            self._put(fingerprint, "resume/fingerprint.json")
         for ext in (".md", ".omnidocbench.json", ".json"):
             local = self.mirror / "pages" / f"{name}{ext}"
             if local.is_file():
