@@ -54,7 +54,7 @@ from treedec.ocr.pipeline import PipelineConfig
 from treedec.ocr.drafters import Drafters
 from treedec.ocr.pool import DraftQueue
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.stages import run_strategy
+from treedec.run.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 

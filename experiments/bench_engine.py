@@ -38,9 +38,9 @@ from treedec.models.vlm import VLMSpec
 from treedec.plots import concurrency_curves
 from treedec.report import write_report
 from treedec.report_tables import phase_rows
-from treedec.run_pass import charge_write
+from treedec.run.passes import charge_write
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.stages import run_strategy
+from treedec.run.stages import run_strategy
 from treedec.speed import add_ratios, concurrency_levels, measure_levels
 from treedec.strategies.base import build_strategy
 

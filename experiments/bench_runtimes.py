@@ -47,7 +47,7 @@ def main(argv=None) -> dict:
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
     from treedec.runtimes.vllm_engine import VLLMEngines
-    from treedec.stages import run_strategy
+    from treedec.run.stages import run_strategy
     from treedec.strategies.base import STRATEGIES
 
     torch.set_num_threads(args.threads)

@@ -16,7 +16,7 @@ from treedec.cost_model import calibrate
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog
 from treedec.models.loader import load_vlm
-from treedec.run_pass import dense_waste
+from treedec.run.passes import dense_waste
 from treedec.strategies.base import build_strategy
 
 

@@ -22,7 +22,7 @@ from treedec.models.families import FAMILIES
 from treedec.models.instructions import PLAIN
 from treedec.models.replicas import available, build_replica
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.stages import drafts_ahead, run_strategy
+from treedec.run.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import build_strategy
 
 from cli_helpers import treedec_here

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 from treedec.commands.compare import load_jobs, markdown, table
 from treedec.commands.compare import main as compare
 from treedec.errors import UserError
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.store import write_atomic
 
 

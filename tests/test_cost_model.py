@@ -6,7 +6,7 @@ machine: `experiments/bench_cost_model.py` measures it (docs/forced.md, "The cos
 import pytest
 import torch
 
-from treedec.run_pass import run_pass
+from treedec.run.passes import run_pass
 from treedec.cost_model import project
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog

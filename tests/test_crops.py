@@ -1,6 +1,6 @@
 """`crops`, the decoupled two-stage parse (MinerU2.5 / PaddleOCR-VL): the layout pass is
 PaDoc's layout stream, every region is read from its own crop, the crops run batched (a
-stage of their own, `treedec.stages`), a page's critical path is its layout's steps plus its
+stage of their own, `treedec.run.stages`), a page's critical path is its layout's steps plus its
 longest crop's, and no page is dropped. On runtime=vllm: tests/test_vllm_backend.py."""
 import json
 
@@ -50,7 +50,7 @@ def test_every_fork_is_read_and_steps_are_the_layouts_plus_the_longest_crop():
     from treedec.data import SynthDataset
     from treedec.models.forced import ForcedModel
     from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
-    from treedec.stages import run_strategy
+    from treedec.run.stages import run_strategy
 
     vlm = ForcedModel("1m", vision_tokens=16)
     tok, crops = vlm.tokenizer, STRATEGIES.get("crops")(vlm.tokenizer)
@@ -87,7 +87,7 @@ def shipped():
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.stages import run_strategy
+    from treedec.run.stages import run_strategy
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)

@@ -104,7 +104,7 @@ def test_a_page_that_cannot_be_read_is_written_flagged(tmp_path):
     from omegaconf import OmegaConf
 
     from treedec.commands import draft
-    from treedec.outputs import RunOutput
+    from treedec.run.outputs import RunOutput
 
     _needs_ocr()
     (tmp_path / "in").mkdir()
@@ -127,7 +127,7 @@ def test_hsd_from_a_draft_folder_decodes_as_hsd_drafting_itself(drafted_dir, tmp
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import SHIPPED
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.stages import run_strategy
+    from treedec.run.stages import run_strategy
     from treedec.strategies.base import build_strategy
 
     if not (SHIPPED / "model.safetensors").is_file():

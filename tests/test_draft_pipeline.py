@@ -118,7 +118,7 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first(pipel
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import SHIPPED
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.stages import run_strategy
+    from treedec.run.stages import run_strategy
     from treedec.strategies.base import build_strategy
 
     if not (SHIPPED / "model.safetensors").is_file():
@@ -144,7 +144,7 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first(pipel
     assert sum(r.drafted - r.accepted for r in beside.records) > 0
     assert beside.phases["draft"] > 0 and beside.phases["stage1"] > 0
     assert abs(sum(beside.phases.values()) - beside.wall_s) < 1e-3 * beside.wall_s + 1e-3
-    # latency: stage 1 is a run of its own (treedec.stages), drafting beside it, the page decode
+    # latency: stage 1 is a run of its own (treedec.run.stages), drafting beside it, the page decode
     # after it, so every page waits for both; no page waits longer than the run lasted (without
     # stage 1, beside decoding a page waits for its own draft only: tests/test_hsd.py)
     from treedec.speed import page_latencies

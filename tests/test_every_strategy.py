@@ -22,7 +22,7 @@ from treedec.models.loader import load_vlm
 from treedec.models.page_model import PageModel, ServedPageModel
 from treedec.models.vlm import MODES, VLM, VLMSpec
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.stages import drafts_ahead, run_strategy
+from treedec.run.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import ForcedRows, ForcedTree

@@ -15,7 +15,7 @@ from treedec.formats import get_format
 from treedec.models.forced import ForcedModel
 from treedec.models.vlm import MODES
 from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
-from treedec.stages import run_strategy
+from treedec.run.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 ONE_STAGE = ("treedec", "hpd", "markdown", "dots_json", "doctags")

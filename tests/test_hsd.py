@@ -10,7 +10,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.models.vlm import VLM, VLMSpec
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.serialize import parse_flat
-from treedec.stages import drafts_ahead, run_strategy
+from treedec.run.stages import drafts_ahead, run_strategy
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from conftest import shared_drafters

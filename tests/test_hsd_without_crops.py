@@ -13,7 +13,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.stages import drafts_ahead
+from treedec.run.stages import drafts_ahead
 from treedec.strategies.base import build_strategy
 from treedec.strategies.hsd_stage1 import stage1_mode
 

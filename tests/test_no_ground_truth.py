@@ -14,7 +14,7 @@ from treedec.engine.engine import EngineConfig
 from treedec.models.mtp_head import CONFIG
 from treedec.models.vlm import SHIPPED
 from treedec.runtimes.embedded import EmbeddedRuntime
-from treedec.stages import run_strategy
+from treedec.run.stages import run_strategy
 from treedec.strategies.base import build_strategy
 
 PAGES = 2

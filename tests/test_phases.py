@@ -5,7 +5,7 @@ import os
 
 from PIL import Image
 
-from treedec import phases
+from treedec.run import phases
 from treedec.data.sample import Sample
 from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.engine import PENDING
@@ -13,8 +13,8 @@ from treedec.engine.limits import PageLimits
 from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
 from treedec.records import PageRecord, RunResult
-from treedec.stages import run_strategy
-from treedec.stages.in_flight import UNKNOWN_PER_PAGE
+from treedec.run.stages import run_strategy
+from treedec.run.stages.in_flight import UNKNOWN_PER_PAGE
 from treedec.strategies.base import Strategy
 from treedec.strategies.sequential import flat_target
 from treedec.strategies.stages import Drafted

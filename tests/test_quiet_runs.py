@@ -9,7 +9,7 @@ import sys
 from cli_helpers import treedec_forked
 from conftest import ROOT
 from treedec.ocr.library_logs import to_log
-from treedec.outputs import discard_start
+from treedec.run.outputs import discard_start
 
 
 def _treedec(*args):

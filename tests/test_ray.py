@@ -18,7 +18,7 @@ from cli_helpers import ROOT, page_files, treedec
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, checkpoint_pages
-from treedec.resume import FOLDER, JOURNAL, KILL_AFTER
+from treedec.run.resume import FOLDER, JOURNAL, KILL_AFTER
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 

@@ -1,4 +1,4 @@
-"""`out=` as a filesystem URL (treedec/remote.py): a run into `file://` of a folder standing for a
+"""`out=` as a filesystem URL (treedec/run/remote.py): a run into `file://` of a folder standing for a
 shared mount writes there the pages a local run writes, byte for byte, each page's files before
 its journal entry; a sitting killed after one page and started again from an empty mirror (another
 machine) resumes from what the URL holds; `compare runs=URL` reads the run's result; `resume=false`
@@ -11,8 +11,8 @@ from cli_helpers import page_files, treedec
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, checkpoint_pages
-from treedec.remote import JOURNAL_DIR, RemoteOut, is_url, mirror_of
-from treedec.resume import KILL_AFTER
+from treedec.run.remote import JOURNAL_DIR, RemoteOut, is_url, mirror_of
+from treedec.run.resume import KILL_AFTER
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1", "runtime.max_pages=1"]
 

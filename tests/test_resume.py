@@ -1,4 +1,4 @@
-"""Runs that resume (treedec/resume.py): `run data=images` killed with SIGKILL after k pages and
+"""Runs that resume (treedec/run/resume.py): `run data=images` killed with SIGKILL after k pages and
 started again with the same out= decodes only the rest; every page's Markdown and OmniDocBench
 JSON then equal an uninterrupted run's byte for byte, the pages done before the kill are not
 rewritten, a half-written page is redone, and a rerun whose pages would differ is refused in one line."""
@@ -13,9 +13,9 @@ from treedec.data import open_dataset
 from treedec.evaluate import evaluate_pages
 from treedec.io.markdown import page_to_markdown
 from treedec.models.vlm import SHIPPED, checkpoint_pages
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.errors import UserError
-from treedec.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal, resumes_in
+from treedec.run.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal, resumes_in
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]  # the shipped tiny model (model=tiny, the default)
 KILLED_AT = 4  # pages marked done when the run is killed: every readable page, in order

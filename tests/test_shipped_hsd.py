@@ -39,7 +39,7 @@ def plain(model_pages):
                          ids=["hsd", "padoc_hsd", "padoc_hsd-mtp"])
 def test_pipeline_drafted_hsd_is_lossless_on_the_shipped_model(model_pages, plain, cfg, base):
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.stages import drafts_ahead
+    from treedec.run.stages import drafts_ahead
     from treedec.strategies.base import build_strategy
 
     vlm, samples, cache = model_pages

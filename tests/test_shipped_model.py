@@ -30,7 +30,7 @@ def test_shipped_model_reads_held_out_pages(shipped, strategy):
     from treedec.engine.engine import EngineConfig
     from treedec.evaluate import evaluate_pages
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.stages import run_strategy
+    from treedec.run.stages import run_strategy
     from treedec.strategies.base import build_strategy
 
     vlm, samples = shipped

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from treedec.stages.recording import run_with_ids
+from treedec.run.stages.recording import run_with_ids
 
 from conftest import ROOT
 

@@ -16,7 +16,7 @@ import pytest
 
 from treedec.drafters.ngram import NgramMatcher
 from treedec.errors import UserError
-from treedec.stages.recording import run_with_ids
+from treedec.run.stages.recording import run_with_ids
 from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
 
 from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids

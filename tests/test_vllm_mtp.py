@@ -15,7 +15,7 @@ from treedec.drafters.mtp import HEAD_DIR
 from treedec.engine.draft_stats import depth_figures
 from treedec.models.mtp_head import CONFIG
 from treedec.models.vlm import SHIPPED
-from treedec.stages.recording import run_with_ids
+from treedec.run.stages.recording import run_with_ids
 
 from test_vllm_backend import _vllm_or_skip, assert_same_ids
 

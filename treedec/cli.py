@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from treedec.errors import UserError
-from treedec.remote import is_url
+from treedec.run.remote import is_url
 
 COMMANDS = {
     "depth": "oracle decoding depth of a data set (model-free)",
@@ -155,7 +155,7 @@ def _task(command: str):
         try:
             _job(command, cfg, hc)
         except UserError as e:
-            from treedec.outputs import discard_start
+            from treedec.run.outputs import discard_start
 
             discard_start(hc.runtime.output_dir, f"{hc.job.name}.log")  # a mistake leaves no run folder behind
             _fail(str(e))
@@ -180,9 +180,9 @@ def _job(command: str, cfg, hc) -> None:
         if found is not None:
             print(f"done, not rerun: {found} (+force=true recomputes)")
             return
-    afresh = []  # a job the store runs starts afresh where its folder's pages cannot resume (treedec.resume)
+    afresh = []  # a job the store runs starts afresh where its folder's pages cannot resume (treedec.run.resume)
     if sweep and command == "run":
-        from treedec.resume import resumes_in
+        from treedec.run.resume import resumes_in
         if not resumes_in(cfg, hc.runtime.output_dir):
             cfg.resume, afresh = False, ["resume=false"]
     if sweep and cfg.get("fresh_process"):  # the job in a process of its own: no job reads slower
@@ -212,11 +212,11 @@ def _run_here(command: str, cfg, hc, sweep: bool, job=None) -> dict | None:
 
 
 def _remote(cfg, command: str, mirror: str):
-    """For `out=` a filesystem URL: where it goes (treedec.remote), what earlier sittings left there
+    """For `out=` a filesystem URL: where it goes (treedec.run.remote), what earlier sittings left there
     pulled into the mirror for `run`. None for a local folder."""
     if not is_url(str(cfg.out)):
         return None
-    from treedec.remote import RemoteOut
+    from treedec.run.remote import RemoteOut
 
     remote = RemoteOut(str(cfg.out), mirror)
     if command == "run":
@@ -229,10 +229,10 @@ def _remote(cfg, command: str, mirror: str):
 def _outputs(command: str, module, cfg, hc, sweep: bool, remote) -> dict | None:
     """`module`'s command run into its folder: its summary (None where it writes none)."""
     from treedec.loggers import log_outputs, make_logger
-    from treedec.outputs import RunOutput
+    from treedec.run.outputs import RunOutput
 
-    if command == "run":  # a rerun refused before it writes anything into the folder (treedec.resume)
-        from treedec.resume import check
+    if command == "run":  # a rerun refused before it writes anything into the folder (treedec.run.resume)
+        from treedec.run.resume import check
         check(cfg, hc.runtime.output_dir)
     out = RunOutput(hc.runtime.output_dir, cfg, remote=remote)
     summary = module.main(cfg, out)
@@ -245,7 +245,7 @@ def _outputs(command: str, module, cfg, hc, sweep: bool, remote) -> dict | None:
     log_outputs(logger, summary, out.dir)
     logger.finish()
     path = out.dir / "summary.json"
-    kept = path.is_file() and path.stat().st_mtime < out.started  # an earlier sitting's, left as it was (treedec.resume)
+    kept = path.is_file() and path.stat().st_mtime < out.started  # an earlier sitting's, left as it was (treedec.run.resume)
     print(f"{'kept' if kept else 'wrote'} {f'{cfg.out}/summary.json' if remote is not None else path}")
     return summary
 

@@ -2,7 +2,7 @@
 forward passes, the runtime's notes) holding one `PageRecord` per page (the parsed page, its
 flat text, its flags and its decoding: `treedec.engine.page_decoding.PageDecoding`), and how a
 record is made from a decoded page (`page_record`) or from a page that could not be read
-(`unreadable`) or decoded (`failed`). Every runtime returns these (`treedec.parse_pages.parse_pages`)."""
+(`unreadable`) or decoded (`failed`). Every runtime returns these (`treedec.run.parse_pages.parse_pages`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,7 +32,7 @@ class PageRecord:
     flags: list[str] = field(default_factory=list)  # what reading the sample found, the runtime's cuts, the repairs
     stage_figures: dict[str, Any] = field(default_factory=dict)  # of the stages around the decode (HSD's stage 1)
     # figures the record carries itself: a decoded page's root stream as fed and generated (root_io),
-    # an earlier sitting's page the figures it wrote then (treedec.resume)
+    # an earlier sitting's page the figures it wrote then (treedec.run.resume)
     kept: dict[str, Any] = field(default_factory=dict, repr=False)
 
     steps = _decoded("steps", 0)
@@ -84,8 +84,8 @@ class RunResult:
     forward_passes: int
     attention: dict[str, Any] = field(default_factory=dict)  # the runtime's run figures (Runtime.figures): the
     # engine's padding waste (AttentionStats.figures), vLLM's prefix cache
-    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.phases; a
-    # strategy with stages: its stages' runs merged, treedec.stages)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase of `wall_s` (treedec.run.phases; a
+    # strategy with stages: its stages' runs merged, treedec.run.stages)
     warmup_s: float = 0.0  # the untimed warm-up (one page, whole strategy)
     drafts: str | None = None  # where drafts came from: cold (empty cache) or a cache that may be warm
     runtime: str = "embedded"

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from treedec.errors import UserError
-from treedec.phases import PHASES
+from treedec.run.phases import PHASES
 from treedec.records import RunResult
 
 CURVES_HINT = "concurrency=[1,4,16]"

@@ -153,8 +153,8 @@ def plain(cfg: Any) -> dict:
 
 
 def write_atomic(path: Path, data: Any) -> None:
-    """Write JSON to `path` atomically and durably (`treedec.outputs.write_text_atomic`)."""
-    from treedec.outputs import write_text_atomic
+    """Write JSON to `path` atomically and durably (`treedec.run.outputs.write_text_atomic`)."""
+    from treedec.run.outputs import write_text_atomic
 
     write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, default=str), fsync=True)
 

@@ -22,7 +22,7 @@ from treedec.cluster.results import merged
 from treedec.cluster.stages import Decoder, Drafter, read_pages
 from treedec.errors import UserError
 from treedec.records import PageRecord, RunResult
-from treedec.run_pass import charge_write
+from treedec.run.passes import charge_write
 from treedec.store import plain
 
 INSTALL_HINT = 'pip install -e ".[ray]"'
@@ -39,7 +39,7 @@ def import_ray():
 
 class RayExecutor:
     """One Ray connection for a run (a local Ray of `ray.num_cpus` CPUs, or the cluster at
-    `ray.address`), every pass of the run on it (`run_pass`, as `treedec.run_pass.run_pass`)."""
+    `ray.address`), every pass of the run on it (`run_pass`, as `treedec.run.passes.run_pass`)."""
 
     def __init__(self, options: RayOptions):
         self.options, self.ray = options, import_ray()
@@ -68,7 +68,7 @@ class RayExecutor:
         from the first page asked to the last received."""
         from tqdm import tqdm
 
-        from treedec.resume import page_names
+        from treedec.run.resume import page_names
 
         names = page_names(samples)
         restarted = self._restarts()

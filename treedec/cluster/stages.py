@@ -103,7 +103,7 @@ class Decoder:
                 "result": [pickle.dumps(res) if i == 0 else b"" for i in range(len(names))]}
 
     def _decode(self, samples: list) -> RunResult:
-        from treedec.stages import run_strategy
+        from treedec.run.stages import run_strategy
 
         res = run_strategy(self.runtime, self.vlm, self.strategy, samples, progress=False, warmup=not self.warm,
                            cold_drafts=self.cold)

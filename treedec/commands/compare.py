@@ -20,8 +20,8 @@ from typing import Any
 from treedec.cpu import describe
 from treedec.errors import UserError
 from treedec.formats import get_format
-from treedec.outputs import RunOutput
-from treedec.remote import is_url
+from treedec.run.outputs import RunOutput
+from treedec.run.remote import is_url
 from treedec.report import write_report
 from treedec.report_lead import Mark, direction
 from treedec.store import NOT_IN_KEY, results
@@ -72,7 +72,7 @@ def _readable(root: str) -> Path:
     if is_url(root):
         import tempfile
 
-        from treedec.remote import RemoteOut
+        from treedec.run.remote import RemoteOut
 
         return RemoteOut(root, tempfile.mkdtemp(prefix="treedec-compare-")).pull_results(
             tempfile.mkdtemp(prefix="treedec-compare-"))

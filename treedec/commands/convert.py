@@ -7,7 +7,7 @@ from pathlib import Path
 
 from treedec.errors import UserError
 from treedec.models.convert_internvl import convert_internvl_chat
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 
 
 def main(cfg, out: RunOutput) -> dict:

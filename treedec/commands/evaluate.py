@@ -13,7 +13,7 @@ from treedec.errors import UserError
 from treedec.evaluate import evaluate_pages, load_predictions, load_raw_predictions
 from treedec.io import load_omnidocbench
 from treedec.metrics import OVERALL_NOTE
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.plots import histogram, per_page_bars
 from treedec.report import write_report
 

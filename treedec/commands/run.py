@@ -18,16 +18,16 @@ from treedec.data import open_dataset
 from treedec.formats.declare import model_format
 from treedec.io.documents import write_documents
 from treedec.models.loader import load_vlm
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.plots import concurrency_curves, steps_histogram, stream_timelines
 from treedec.quality import quality_figures
 from treedec.records import RunResult
 from treedec.report import write_report
 from treedec.report_lead import lead_rows, why
 from treedec.report_tables import level_rows, phase_rows, print_levels, print_summary
-from treedec.resume import Sitting
-from treedec.run_pass import run_pass
-from treedec.run_summary import run_summary, runtime_notes
+from treedec.run.resume import Sitting
+from treedec.run.passes import run_pass
+from treedec.run.summary import run_summary, runtime_notes
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
 from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
@@ -48,7 +48,7 @@ def main(cfg, out: RunOutput) -> dict:
 
 
 def _run(cfg, out: RunOutput, runtime: Runtime, executor=None) -> dict:
-    sitting = Sitting.open(cfg, out.dir, out.remote)  # the pages earlier sittings into out= finished (treedec.resume)
+    sitting = Sitting.open(cfg, out.dir, out.remote)  # the pages earlier sittings into out= finished (treedec.run.resume)
     levels = concurrency_levels(cfg.get("concurrency"), cfg.runtime.max_pages)
     vlm = load_vlm(cfg.model)
     samples = open_dataset(cfg.data, model_pages=vlm.pages)  # read lazily, page by page, on each pass

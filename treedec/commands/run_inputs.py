@@ -99,7 +99,7 @@ def check_some_readable(out, summary: dict[str, Any]) -> None:
 
 def interrupted(cfg, out, samples, written: Mapping[str, Any], earlier: Mapping[str, Any] | None = None) -> None:
     """Ctrl-C: the pages already written stay; write the summary of what was done (`earlier`:
-    the pages of earlier sittings, treedec.resume), then exit 130 (the shell's code for an interrupt)."""
+    the pages of earlier sittings, treedec.run.resume), then exit 130 (the shell's code for an interrupt)."""
     for rec in written.values():  # again: Ctrl-C may have cut the last one's files short
         out.page(rec.name, rec.figures(), rec.page)
     every = {**(earlier or {}), **written}

@@ -14,7 +14,7 @@ from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.formats.declare import model_format
 from treedec.models.loader import load_vlm
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.runtimes.base import config_from
 from treedec.runtimes.embedded import EmbeddedConfig
 from treedec.serve.forced_pages import DataPages

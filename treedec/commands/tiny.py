@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from treedec.models.loader import load_model
 from treedec.models.replicas import build_replica
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 
 
 def main(cfg, out: RunOutput) -> dict:

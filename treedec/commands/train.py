@@ -11,7 +11,7 @@ from treedec.errors import UserError
 from treedec.loggers import make_logger
 from treedec.models.loader import load_model
 from treedec.models.vlm import VLM, VLMSpec
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.plots import training_curves
 from treedec.training.trainer import TrainConfig, Trainer
 

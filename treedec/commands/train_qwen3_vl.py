@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from treedec.errors import UserError
 from treedec.loggers import make_logger
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 
 
 def main(cfg, out: RunOutput, tcfg) -> dict | None:

@@ -16,12 +16,12 @@ def _unset(cls, name: str):
 
 
 def register_resolvers() -> None:
-    """`${treedec_local:OUT}`: where a command writes for `out=OUT` (a URL's local mirror, treedec.remote)."""
+    """`${treedec_local:OUT}`: where a command writes for `out=OUT` (a URL's local mirror, treedec.run.remote)."""
     import os
 
     from omegaconf import OmegaConf
 
-    from treedec.remote import is_url, mirror_of
+    from treedec.run.remote import is_url, mirror_of
 
     OmegaConf.register_new_resolver(
         "treedec_local", lambda out: str(mirror_of(out, os.environ.get("TREEDEC_RUNS", "runs"))) if is_url(out) else out,

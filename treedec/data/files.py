@@ -3,7 +3,7 @@
 The listing (names, order, PDF page counts) is made up front and is small; images are
 decoded, and PDF pages rendered, only while iterating, one at a time, so memory does
 not grow with the number of pages. A file that cannot be read is a sample without an
-image whose `flags` say why: the run loop (`treedec.parse_pages`) keeps it as a flagged page, never drops it."""
+image whose `flags` say why: the run loop (`treedec.run.parse_pages`) keeps it as a flagged page, never drops it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

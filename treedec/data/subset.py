@@ -28,7 +28,7 @@ class SynthPages:
 def pages_named(samples, names: Iterable[str]):
     """The pages of `samples` named in `names`, in the data set's order, read as it reads them.
     A data set of another kind is read whole and filtered (its skipped pages read too)."""
-    from treedec.resume import Remaining
+    from treedec.run.resume import Remaining
 
     wanted = set(names)
     while isinstance(samples, Remaining):  # a resumed sitting's pages: cut the data set under it

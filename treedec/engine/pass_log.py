@@ -1,7 +1,7 @@
 """What a run's forward passes did and cost, for the cost model (`treedec.cost_model`).
 
 The engine adds every pass to the log its runtime hands it (`Engine(..., log=)`: a run makes
-one, `treedec.parse_pages`; a staged strategy's runs are summed, `treedec.stages.merge`): a
+one, `treedec.run.parse_pages`; a staged strategy's runs are summed, `treedec.run.stages.merge`): a
 step (its rows, the attention score elements handed to the kernels, the forward's seconds and
 the whole step's, drafting, acceptance and bookkeeping included) or a prefill (its prompt
 tokens, their causal score elements, the forward's seconds and the whole admission's). The

@@ -1,5 +1,5 @@
 """Runtimes: what decodes a strategy's pages. One contract (`treedec.runtimes.base.Runtime`),
-one copy of the per-page bookkeeping (`treedec.parse_pages.parse_pages`), chosen by config
+one copy of the per-page bookkeeping (`treedec.run.parse_pages.parse_pages`), chosen by config
 (`runtime=embedded|vllm`: `treedec.runtimes.select.make_runtime`); each returns the same
 `treedec.records.RunResult`.
 

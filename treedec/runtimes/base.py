@@ -1,5 +1,5 @@
 """The runtime contract: what the one copy of the per-page bookkeeping
-(`treedec.parse_pages.parse_pages`: pages read lazily and unreadable ones kept, the work before
+(`treedec.run.parse_pages.parse_pages`: pages read lazily and unreadable ones kept, the work before
 decoding, the warm-up, records in input order, phases, each page written as it finishes)
 asks of a runtime. A runtime only adapts a decoder to it:
 
@@ -58,10 +58,10 @@ class Runtime(Protocol):
         """Run figures of the last `decode` (the engine's padding waste, vLLM's prefix cache)."""
 
     def run(self, vlm, strategy, samples: Iterable, **kwargs):
-        """One run, a `treedec.records.RunResult`: `treedec.parse_pages.parse_pages(vlm, strategy,
+        """One run, a `treedec.records.RunResult`: `treedec.run.parse_pages.parse_pages(vlm, strategy,
         samples, self, **kwargs)` with what the runtime does around it (vLLM: its engine started
         before the clock; data parallelism). A strategy's stages are each one such run
-        (`treedec.stages.run_strategy`); a runtime never runs them itself."""
+        (`treedec.run.stages.run_strategy`); a runtime never runs them itself."""
 
     def close(self) -> None:
         """Release what it started (vLLM: its engines and the folders they serve from)."""

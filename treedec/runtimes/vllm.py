@@ -25,7 +25,7 @@ pages. MTP strategies (`mtp`, `hpd`) run
 their head as a vLLM Medusa draft model on the target's hidden states (`vllm_mtp.py`).
 
 `VLLMRuntime` is this runtime's side of the runtime contract (`treedec.runtimes.base`): the
-per-page bookkeeping is `treedec.parse_pages.parse_pages`, shared with the embedded engine; what
+per-page bookkeeping is `treedec.run.parse_pages.parse_pages`, shared with the embedded engine; what
 this runtime does differently for a strategy is said once, by `VLLMRuntime.notes` (and in
 the run's summary.json `runtime_notes`); what it cannot run, by `VLLMRuntime.check`. What
 stock vLLM cannot do for our strategies, and what this backend does instead, is in
@@ -52,7 +52,7 @@ from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
-from treedec.parse_pages import parse_pages
+from treedec.run.parse_pages import parse_pages
 from treedec.records import RunResult
 from treedec.runtimes.vllm_engine import Served, VLLMConfig, VLLMEngines
 from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
@@ -111,7 +111,7 @@ class VLLMRuntime:
                             "here (data_parallel_size=1): the data-parallel workers load treedec's own VLM; use "
                             "tensor_parallel_size, or one run per share of the pages")
         if self.cfg.data_parallel_size > 1 and (strategy.before is not None or strategy.after is not None):
-            raise UserError(f"strategy {strategy.name!r} runs stages of its own (treedec.stages) on one vLLM engine "
+            raise UserError(f"strategy {strategy.name!r} runs stages of its own (treedec.run.stages) on one vLLM engine "
                             "here (data_parallel_size=1): the data-parallel workers rebuild a strategy by name")
         if strategy.drafter is not None and strategy.drafter.drafts_in_forward:
             raise UserError(f"strategy {strategy.name!r} adds placeholder rows to the model's own forward, which "
@@ -173,9 +173,9 @@ class VLLMRuntime:
 
 def parse_pages_vllm(vlm: VLM, strategy: Strategy, samples: Iterable, cfg: Any = None,
                      model_path: str | Path | None = None, progress: bool = True, warmup: bool = True) -> RunResult:
-    """`treedec.parse_pages.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
+    """`treedec.run.parse_pages.parse_pages` on vLLM: the same `RunResult` of `PageRecord`s (steps =
     engine steps in which the page had a request running, prefill included). One run: a
-    strategy with stages runs with `treedec.stages.run_strategy(VLLMRuntime(...), ...)`."""
+    strategy with stages runs with `treedec.run.stages.run_strategy(VLLMRuntime(...), ...)`."""
     runtime = VLLMRuntime(cfg, model_path)
     try:
         return runtime.run(vlm, strategy, samples, progress=progress, warmup=warmup)

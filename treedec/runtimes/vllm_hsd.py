@@ -80,7 +80,7 @@ def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm, engines: VLLMEngi
 
 def write_drafts(store: DraftStore, vlm, strategy: Strategy, samples) -> None:
     """Write the drafts of `samples` that the strategy's draft source knows ahead (its
-    `sequences`: HSD's pages, handed to it by `treedec.stages` before this run, or stage 1's
+    `sequences`: HSD's pages, handed to it by `treedec.run.stages` before this run, or stage 1's
     crops) to the engine's draft store, each headed by its own prompt's tail (a crop's: its
     category's crop prompt)."""
     source = strategy.drafter

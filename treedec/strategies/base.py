@@ -1,6 +1,6 @@
 """A strategy = what the model is asked for (a prompt mode and the ground-truth decoding
 graph it is trained on) + a fork rule + a draft source and acceptor, and the stages around
-its decode that it declares (`treedec.strategies.stages`; run by `treedec.stages`). Composed,
+its decode that it declares (`treedec.strategies.stages`; run by `treedec.run.stages`). Composed,
 never subclassed: a new strategy is one small file registering a factory."""
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class Strategy:
     drafter: DraftSource | None = None
     acceptor: Callable[..., Verdict] = accept_greedy  # (tree, choices, logits) -> Verdict
     # stages around its decode (`treedec.strategies.stages`), each model run of them one `runtime.run` of
-    # `treedec.stages.run_strategy`: before (HSD: pages drafted, stage 1 on their crops), after (`crops`: regions read)
+    # `treedec.run.stages.run_strategy`: before (HSD: pages drafted, stage 1 on their crops), after (`crops`: regions read)
     before: BeforeDecoding | None = None
     after: AfterDecoding | None = None
     made_for_run: bool = False  # its drafter is a run's own (`for_run`)
@@ -143,7 +143,7 @@ class Strategy:
         """This strategy for one run on `vlm`: a copy drafting with a source of its own, made for
         the run (`DraftSource.for_run`: no drafts and nothing seen from another run; MTP's head,
         PTP's placeholders loaded). A strategy already made for a run is returned as it is: a stage
-        hands that run's source its pages' drafts before the runtime runs it (`treedec.stages`)."""
+        hands that run's source its pages' drafts before the runtime runs it (`treedec.run.stages`)."""
         if self.made_for_run:
             return self
         return replace(self, drafter=self.drafter.for_run(vlm) if self.drafter is not None else None,

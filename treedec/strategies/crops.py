@@ -6,7 +6,7 @@ prompts, the page built as a `Page`).
 
 Stage 1 is the model's layout pass on the whole page: PaDoc's layout stream (prompt mode
 `tree`) decoded alone, no branch forked, so its tokens are those of `padoc`'s layout stream.
-Stage 2 (`Strategy.after`, a stage of its own: `treedec.stages`): every region of that layout
+Stage 2 (`Strategy.after`, a stage of its own: `treedec.run.stages`): every region of that layout
 whose category holds content is cut from the page (`stage1_crop`, HSD's stage-1 crop: on the
 model's patch grid where it has one) and read in prompt mode `crop`; the crops of all pages
 run as one batch (one `runtime.run`, on either runtime). Each reading is spliced into the

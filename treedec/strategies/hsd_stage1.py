@@ -4,7 +4,7 @@
 read as a small page, its blocks' content the region's reading, `stage1_mode`) with the
 region's draft as speculation, written as the run's format writes a crop read or a page.
 `CropReads` is one run's stage 1 (`treedec.strategies.stages.Stage1`):
-the strategy that reads the crops and the crops of each drafted page; `treedec.stages` runs it."""
+the strategy that reads the crops and the crops of each drafted page; `treedec.run.stages` runs it."""
 from __future__ import annotations
 
 from treedec.data.sample import Sample

@@ -1,6 +1,6 @@
 """What a strategy declares about work around its own decode, each model run of it a stage of
 its own. A strategy only describes the stages (which samples, read how, merged how); it never
-runs a model: `treedec.stages.run_strategy` calls `runtime.run` once per stage and merges
+runs a model: `treedec.run.stages.run_strategy` calls `runtime.run` once per stage and merges
 their figures into one run.
 
 - `BeforeDecoding` (HSD): every page drafted whole (no model: a pipeline OCR, in this process

@@ -1,14 +1,14 @@
 """The token ids a runtime decoded, page by page: what lossless checks compare.
 
 `run_with_ids(runtime, vlm, strategy, pages)` runs the strategy on `runtime` (each of its
-stages a `runtime.run`: `treedec.stages.run_strategy`) with the runtime's `decode` wrapped, so
+stages a `runtime.run`: `treedec.run.stages.run_strategy`) with the runtime's `decode` wrapped, so
 what is recorded is what the decoder returned (vLLM: the ids it streamed), not text made from
 them; a stage's pages (stage 1's crops) are recorded too. Used by the id-for-id tests (tests/test_vllm_*.py) and by
 experiments/probes/same_ids.py (removed after a15f6a0: `git show a15f6a0:experiments/probes/same_ids.py`).
 """
 from __future__ import annotations
 
-from treedec.stages.run import run_strategy
+from treedec.run.stages.run import run_strategy
 
 
 def stream_ids(graph) -> list[tuple]:

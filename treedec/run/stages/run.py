@@ -10,8 +10,8 @@ from typing import Callable, Iterable
 
 from treedec.records import PageRecord, RunResult
 from treedec.runtimes.base import Runtime
-from treedec.stages.after import read_after
-from treedec.stages.before import decode_drafted
+from treedec.run.stages.after import read_after
+from treedec.run.stages.before import decode_drafted
 from treedec.strategies.base import Strategy
 
 

@@ -4,7 +4,7 @@ every runtime shares (`treedec.runtimes.base.Runtime`: `runtime=embedded` in
 treedec/runtimes/embedded.py, `runtime=vllm` in treedec/runtimes/vllm.py): pages read lazily,
 unreadable ones kept and flagged, the warm-up, records in input order, the phases of the wall
 time, each page handed on as it finishes. A strategy's stages around its decode (drafting,
-HSD stage 1, crops' reads) are no part of it: `treedec.stages.run_strategy` runs each as a
+HSD stage 1, crops' reads) are no part of it: `treedec.run.stages.run_strategy` runs each as a
 run of its own."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from treedec.engine.engine import PENDING
 from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.vlm import VLM
-from treedec.phases import PhaseClock
+from treedec.run.phases import PhaseClock
 from treedec.records import PageRecord, RunResult, page_record, unreadable
 from treedec.runtimes.base import Runtime
 from treedec.strategies.base import Strategy
@@ -27,7 +27,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
                 progress: bool = True, warmup: bool = True, on_record: Callable[[PageRecord], None] | None = None,
                 in_flight: int | None = None, unit: str = "page") -> RunResult:
     """Decode every sample on `runtime`: reading the pages and their prompts (image
-    preprocessing), decoding; `phases` says where the wall time went (treedec.phases). Callers
+    preprocessing), decoding; `phases` says where the wall time went (treedec.run.phases). Callers
     holding an engine config write `EmbeddedRuntime(cfg).run(vlm, strategy, samples)`
     (treedec.runtimes.embedded), which comes here. `warmup` first runs the strategy on one page
     untimed (first calls into torch are slow, and a speed ratio must not charge that to
@@ -42,7 +42,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
     write it at once."""
     if strategy.before is not None or strategy.after is not None:
         raise UserError(f"strategy {strategy.name!r} has stages of its own around its decode: run it with "
-                        "treedec.stages.run_strategy (python -m treedec run does)")
+                        "treedec.run.stages.run_strategy (python -m treedec run does)")
     runtime.check(vlm, strategy)
     strategy = strategy.for_run(vlm)  # a draft source of the run's own (one a stage made and fed: as it is)
     warmup_s = 0.0

@@ -11,11 +11,11 @@ from omegaconf import DictConfig, OmegaConf
 from treedec.cost_model import calibrate, project
 from treedec.engine.engine import EngineConfig
 from treedec.models.loader import checkpoint_path
-from treedec.outputs import RunOutput
+from treedec.run.outputs import RunOutput
 from treedec.records import RunResult
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
-from treedec.stages import run_strategy
+from treedec.run.stages import run_strategy
 from treedec.formats.declare import model_format
 from treedec.strategies.base import build_strategy
 

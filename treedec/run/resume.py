@@ -1,7 +1,7 @@
 """Runs that resume: `run ... out=OUT` stopped at any moment (a crash, `kill -9`, a full
 disk) and started again with the same `out=` decodes only the pages not yet written.
 
-Each page's files are written atomically (`treedec.outputs.write_text_atomic`); a page counts
+Each page's files are written atomically (`treedec.run.outputs.write_text_atomic`); a page counts
 as done once its line is in `OUT/resume/done.jsonl`, written after all its files are in place,
 with the sha256 of its Markdown and OmniDocBench JSON: a page whose files are missing, cut
 short or changed since is decoded again, never kept. `OUT/resume/fingerprint.json`, written by
@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping
 from treedec.data import FilesDataset
 from treedec.errors import UserError
 from treedec.io.omnidocbench import page_from_omnidocbench
-from treedec.outputs import write_text_atomic
+from treedec.run.outputs import write_text_atomic
 from treedec.records import PageRecord, RunResult
 from treedec.store import code_version, effective_pages, plain, weights_sha256
 
@@ -36,7 +36,7 @@ FINGERPRINT = "fingerprint.json"
 JOURNAL = "done.jsonl"
 HASHED = {"md": ".md", "omnidocbench": ".omnidocbench.json"}  # a page's files that hold the page (no timings)
 SPEED_COVERS = "pages decoded in this sitting"
-STEPS_COVER = "every page"  # a page's steps are its own: earlier sittings' read back (treedec.run_summary)
+STEPS_COVER = "every page"  # a page's steps are its own: earlier sittings' read back (treedec.run.summary)
 # keys that change how a run goes, not what its pages are: where and how it is logged and reported, how many pages
 # are in flight and on how many threads or processes (executor=ray), drafting's workers and cache, which pages of
 # the data are selected
@@ -99,7 +99,7 @@ class Sitting:
 
     def __init__(self, out: str | Path, earlier: dict[str, dict] | None = None, remote: Any = None):
         self.dir = Path(out)
-        self.remote = remote  # out= a URL: each page done copied there, files then journal (treedec.remote)
+        self.remote = remote  # out= a URL: each page done copied there, files then journal (treedec.run.remote)
         self.folder = self.dir / FOLDER
         self.earlier = earlier or {}
         self.marked = 0

@@ -13,7 +13,7 @@
 
 No strategy runs a model and no runtime runs another: only this package calls `runtime.run`
 more than once for a strategy."""
-from treedec.stages.before import drafts_ahead
-from treedec.stages.run import run_strategy
+from treedec.run.stages.before import drafts_ahead
+from treedec.run.stages.run import run_strategy
 
 __all__ = ["drafts_ahead", "run_strategy"]

@@ -75,7 +75,7 @@ class RunOutput:
 
     def __init__(self, out: str | Path, config: Any = None, remote: Any = None):
         self.dir = Path(out)
-        self.remote = remote  # out= a filesystem URL: this folder is its local mirror (treedec.remote.RemoteOut)
+        self.remote = remote  # out= a filesystem URL: this folder is its local mirror (treedec.run.remote.RemoteOut)
         self.pages_dir = self.dir / "pages"
         self.pages_dir.mkdir(parents=True, exist_ok=True)
         self.started = time.time()

@@ -4,8 +4,8 @@
 phases add up to the time spent inside them; its `span` is the wall time from entering its
 first outermost phase to leaving its last one, read from the same clock readings (so a run's
 wall time has no gap, however small, that its phases could miss). Every run has a clock of
-its own (`treedec.parse_pages`); a strategy with stages has one more, around its stages'
-runs, and their phases merged into it (`treedec.stages`): no clock is shared or global.
+its own (`treedec.run.parse_pages`); a strategy with stages has one more, around its stages'
+runs, and their phases merged into it (`treedec.run.stages`): no clock is shared or global.
 """
 from __future__ import annotations
 

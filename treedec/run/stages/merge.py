@@ -3,7 +3,7 @@ phases add up to it (each stage's run timed as its phase, the page decode's own 
 forward passes and notes summed, and where drafts came from said once."""
 from __future__ import annotations
 
-from treedec.phases import PhaseClock
+from treedec.run.phases import PhaseClock
 from treedec.records import RunResult
 
 
