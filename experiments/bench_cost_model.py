@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from treedec.cost_model import project
+from treedec.results.cost_model import project
 from treedec.engine.pass_log import PassLog
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ engine's token ids with plain greedy decoding's, token for token.
 
 Figures are ratios against the sequential baseline measured in the same run. Writes
 bench_engine.json, bench_engine.png (pages/s and P95 latency vs concurrency) and report.html;
-the measurement is treedec.speed's, as in `python -m treedec run concurrency=[1,4,16]`.
+the measurement is treedec.results.speed's, as in `python -m treedec run concurrency=[1,4,16]`.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from omegaconf import OmegaConf
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.errors import UserError
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.models.loader import load_vlm
 from treedec.models.vlm import VLMSpec
 from treedec.plots import concurrency_curves
@@ -41,7 +41,7 @@ from treedec.report_tables import phase_rows
 from treedec.run.passes import charge_write
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.run.stages import run_strategy
-from treedec.speed import add_ratios, concurrency_levels, measure_levels
+from treedec.results.speed import add_ratios, concurrency_levels, measure_levels
 from treedec.strategies.base import build_strategy
 
 

@@ -32,7 +32,7 @@ from treedec.data import open_dataset
 from treedec.drafters.mtp import HEAD_DIR
 from treedec.engine.draft_stats import depth_figures
 from treedec.engine.engine import Engine, EngineConfig
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.models.loader import load_vlm
 from treedec.serialize import parse_flat
 from treedec.strategies.base import build_strategy

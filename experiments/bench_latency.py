@@ -2,7 +2,7 @@
 end to end, plotted. A benchmark script, not a test.
 
 Every strategy at every level decodes the same pages from a cold draft cache
-(treedec.run.parse_pages.parse_pages); a page's latency is end to end (`treedec.speed`): what
+(treedec.run.parse_pages.parse_pages); a page's latency is end to end (`treedec.results.speed`): what
 was done for every page before decoding started (loading; drafting and stage 1 where they
 run first), its queueing (with drafting beside decoding, `draft_workers`: waiting for its own
 draft) and decoding, and its share of writing the outputs. All pages are submitted at once,
@@ -98,7 +98,7 @@ def main() -> None:
     from treedec.report import write_report
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
-    from treedec.speed import level_row, measure_levels, page_latencies
+    from treedec.results.speed import level_row, measure_levels, page_latencies
     from treedec.strategies.base import build_strategy
 
     torch.set_num_threads(args.threads)

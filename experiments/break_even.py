@@ -5,7 +5,7 @@ Under forcing a run's counts do not depend on the model's size (`treedec.engine.
 by rows and pages, attention score elements, prefill tokens), nor do the engine's own seconds
 (drafting, acceptance, bookkeeping) or the rest (reading pages, drafting before decoding,
 writing). Only the forwards' time does. So, per job of the sweep and per size S, the job's
-counts are projected as its run projected itself (`treedec.cost_model`), with the times of a
+counts are projected as its run projected itself (`treedec.results.cost_model`), with the times of a
 forced model of size S (random weights, the job's own prompt mode and pages) taken here:
 
     wall(S)   = model(S) + engine + other            (engine, other: measured in the job)
@@ -13,8 +13,8 @@ forced model of size S (random weights, the job's own prompt mode and pages) tak
               + p_S x prefill tokens + q_S x prefill attention elements      (in CPU seconds)
                 / the job's measured CPU share over its forwards                (to wall seconds)
     t_S:      the buckets that held 80 % of the job's step forwards (8 to 48 of them,
-              `treedec.cost_model.timed_buckets`; the 8 with the most steps until 2026-12-03)
-              timed at their mean pages, rows and keys (`treedec.cost_model.step_probe`: the
+              `treedec.results.cost_model.timed_buckets`; the 8 with the most steps until 2026-12-03)
+              timed at their mean pages, rows and keys (`treedec.results.cost_model.step_probe`: the
               engine's own step on a KV arena of that size); the other buckets by a line fitted
               on those and 5 steps around the job's mean
     p_S, q_S: prefills of the job's first 3 page prompts, timed
@@ -85,7 +85,7 @@ def jobs(sweep: Path) -> list[dict]:
 
 
 def size_costs(found: list[dict], size: str, budget_s: float, overrides: dict | None = None) -> dict[str, dict]:
-    """Per job of `found`: `treedec.cost_model.calibrate`'s times for its counts with a forced model
+    """Per job of `found`: `treedec.results.cost_model.calibrate`'s times for its counts with a forced model
     of `size` (the job's own config otherwise: pages, prompt mode, threads; `overrides` replaced,
     e.g. the device and dtype), each probe alone."""
     import gc
@@ -111,7 +111,7 @@ def fit_vit(threads: int, budget_s: float, device: str = "cpu", dtype: str = "fl
     from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 
-    from treedec.cost_model import _fit, _timed
+    from treedec.results.cost_model import _fit, _timed
 
     torch.set_num_threads(threads)
     cfg = Qwen3VLVisionConfig(depth=24, hidden_size=1024, intermediate_size=4096, num_heads=16, out_hidden_size=2048,
@@ -145,10 +145,10 @@ def vit_s(job: dict, vit: dict) -> float:
 
 
 def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
-    """The job's pages/s with its forwards at `costs`' size (`treedec.cost_model.project` on its
+    """The job's pages/s with its forwards at `costs`' size (`treedec.results.cost_model.project` on its
     counts), and the vision encoder's time on its images with `vit` (CPU seconds, turned to wall
     seconds by the job's CPU share as the forwards are)."""
-    from treedec.cost_model import project
+    from treedec.results.cost_model import project
     from treedec.engine.pass_log import PassLog
 
     cm = project(PassLog(**job["counts"]), costs, job["pages"], job["wall_s"])["cost_model"]

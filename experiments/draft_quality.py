@@ -62,7 +62,7 @@ def _mean(xs):
 def score(name: str, samples: list, cfg: PipelineConfig, cache_dir: Path) -> dict:
     from treedec.ocr import PipelineOCR, draft_pages
     from treedec.ocr.cache import cache_path
-    from treedec.evaluate import evaluate_pages
+    from treedec.results.evaluate import evaluate_pages
 
     drafter = PipelineOCR(cfg)
     misses = sum(not cache_path(cache_dir, s.image, drafter.tag).exists() for s in samples if s.image is not None)

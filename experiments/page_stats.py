@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from treedec.data import open_dataset
-from treedec.depth import page_stats, stats_table, summarize
+from treedec.results.depth import page_stats, stats_table, summarize
 from treedec.models.vlm import vlm_tokenizer
 from treedec.strategies.base import STRATEGIES
 

@@ -1,5 +1,5 @@
 """Where one engine step's time goes on this machine's device: a forced model's step (the
-engine's own, `treedec.cost_model.step_probe`: `pages` pages of `keys` KV slots each, `rows`
+engine's own, `treedec.results.cost_model.step_probe`: `pages` pages of `keys` KV slots each, `rows`
 rows in all, page-blocked or one dense mask) timed, then run under torch.profiler. Written for
 the GPU, where a 0.5b step of 4-11 pages measured 154 ms (docs/forced.md, "The first GPU
 call"): if the device's own time (Self CUDA total) is far below the step's wall time, the GPU
@@ -27,7 +27,7 @@ def probe_text(adapter, pages: int, rows: int, keys: int, blocked: bool, steps: 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from treedec.cost_model import _timed, step_probe
+    from treedec.results.cost_model import _timed, step_probe
     from treedec.engine.engine import EngineConfig
 
     fn, attn = step_probe(adapter, pages, rows, keys, EngineConfig.dense_waste, blocked=blocked)

@@ -1,6 +1,6 @@
 """A finished job's step costs timed again in a later process, from its folder: the resolved
 `config.yaml` (model, data, strategy, runtime) and `summary.json`'s counts, calibrated as the
-run calibrated itself (`treedec.cost_model.calibrate`), with the job's model or the same model
+run calibrated itself (`treedec.results.cost_model.calibrate`), with the job's model or the same model
 at another size. Imported by experiments/reproject.py (a probe fix checked without decoding
 again) and experiments/break_even.py (a job's counts timed per model size)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from treedec.cost_model import calibrate
+from treedec.results.cost_model import calibrate
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog
 from treedec.models.loader import load_vlm

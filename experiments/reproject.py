@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from treedec.cost_model import project, step_share
+from treedec.results.cost_model import project, step_share
 from treedec.engine.pass_log import PassLog
 from recalibrate import load_job_model, read_job, recalibrate
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from treedec.data import open_dataset
-from treedec.depth import page_stats
+from treedec.results.depth import page_stats
 from treedec.models.bpe_tokenizer import ROW_TAGS, bpe_tokenizer
 from treedec.models.forced import wide_charset
 from treedec.models.vlm import vlm_tokenizer

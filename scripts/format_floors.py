@@ -1,5 +1,5 @@
 """Each output format's floor on OmniDocBench pages: the ground truth written in the format and
-read back, scored as any prediction (`treedec.evaluate.format_floor`). Prints a Markdown table.
+read back, scored as any prediction (`treedec.results.evaluate.format_floor`). Prints a Markdown table.
 
     PYTHONPATH=. python scripts/format_floors.py [GT_JSON]   # default: ../shared/omnidocbench_demo
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from treedec.evaluate import format_floor
+from treedec.results.evaluate import format_floor
 from treedec.formats import FORMATS, get_format
 from treedec.io import load_omnidocbench
 

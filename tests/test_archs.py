@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from treedec.check import NEAR_TIE, check_pages, compare
+from treedec.results.check import NEAR_TIE, check_pages, compare
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
@@ -317,7 +317,7 @@ def test_the_server_answers_as_transformers_generate(replica, kind):
     from PIL import Image
 
     from serve_helpers import messages, serving
-    from treedec.check import transformers_generate
+    from treedec.results.check import transformers_generate
     from treedec.serve.images import rgb
 
     text_first = TYPES.index(kind) % 2 == 1

@@ -9,7 +9,7 @@ import pytest
 
 from cli_helpers import treedec
 from conftest import DEMO, ROOT, write_tiktoken
-from treedec.depth import page_depth
+from treedec.results.depth import page_depth
 from treedec.errors import UserError
 from treedec.models.bpe_tokenizer import bpe_tokenizer
 from treedec.models.vlm import vlm_tokenizer

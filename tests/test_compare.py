@@ -8,7 +8,7 @@ from treedec.commands.compare import load_jobs, markdown, table
 from treedec.commands.compare import main as compare
 from treedec.errors import UserError
 from treedec.run.outputs import RunOutput
-from treedec.store import write_atomic
+from treedec.results.store import write_atomic
 
 
 def _job(root, overrides, **summary):

@@ -1,4 +1,4 @@
-"""The cost model (treedec/cost_model.py, issue 32.4): every pass of a run is logged, crops' and
+"""The cost model (treedec/results/cost_model.py, issue 32.4): every pass of a run is logged, crops' and
 stage 1's included; rows_per_step counts the rows the steps hold; a run asked for it
 (`cost_model=true`) carries a projection of its parts, and which probes a calibration times. How
 close the projection comes to the measured pages/s is wall-clock timing, which flakes on a shared
@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from treedec.run.passes import run_pass
-from treedec.cost_model import project
+from treedec.results.cost_model import project
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog
 from treedec.models.forced import ForcedModel
-from treedec.speed import speed_figures
+from treedec.results.speed import speed_figures
 
 SYNTH = {"name": "synth", "pages": 3, "seed": 0, "page": {"width": 256, "height": 256, "regions": [2, 4]}}
 STRATEGIES = [{"name": "sequential"}, {"name": "padoc"}, {"name": "crops"}, {"name": "hsd", "drafts": "oracle"}]
@@ -97,7 +97,7 @@ def test_each_engine_logs_to_the_log_its_runtime_hands_it(samples):
 def test_probes_timed_apart_once_per_model(samples):
     """`calibrate(apart=True)` (break_even.py's sizes whose KV arenas do not fit together) builds, times
     and frees each probe alone; with a `memo` shared by calls on one model, a probe is timed once."""
-    from treedec.cost_model import calibrate
+    from treedec.results.cost_model import calibrate
     from treedec.strategies.base import STRATEGIES
 
     torch.set_num_threads(1)
@@ -118,7 +118,7 @@ def test_probes_whose_arenas_do_not_fit_together_are_timed_apart(samples, monkey
     """A run's calibration times its probes in turn where their KV arenas fit together, and apart
     (each built, timed and freed alone) where they would hold over `ARENAS_TOGETHER` bytes (HSD's 30m
     counts probed at 0.1b: 33 buckets, 23 GB at once)."""
-    from treedec import cost_model
+    from treedec.results import cost_model
     from treedec.strategies.base import STRATEGIES
 
     torch.set_num_threads(1)
@@ -161,7 +161,7 @@ def test_timed_buckets_hold_most_of_the_step_time():
     """The buckets timed are those that held most of the run's step forwards, not those with the most
     steps: many cheap steps do not crowd out a few costly ones (HSD at 30m: the 8 buckets with the most
     steps held 30-44 % of its step forwards)."""
-    from treedec.cost_model import TIMED_MAX, TIMED_MIN, TIMED_SHARE, step_share, timed_buckets
+    from treedec.results.cost_model import TIMED_MAX, TIMED_MIN, TIMED_SHARE, step_share, timed_buckets
 
     log = _log({**CHEAP, **COSTLY})
     chosen = timed_buckets(log)
@@ -185,7 +185,7 @@ def test_calibration_times_the_buckets_that_held_the_step_time():
     """`calibrate` times `timed_buckets`' buckets (the costly few among many cheap ones here) and says
     what share of the run's step forwards they held; each probe's arena holds room for its step's rows,
     so a step writes in place and the arena is the size `ARENAS_TOGETHER` is checked against."""
-    from treedec.cost_model import calibrate, step_probe, timed_buckets
+    from treedec.results.cost_model import calibrate, step_probe, timed_buckets
     from treedec.engine.kv import KVArena
 
     torch.set_num_threads(1)
@@ -209,7 +209,7 @@ def test_a_cold_first_call_is_not_timed_when_probes_are_timed_apart():
     ones 0.02 is timed at the later ones (at LONG_S = 1 s, its time was the median of 1.5 and 0.02)."""
     import time
 
-    from treedec import cost_model
+    from treedec.results import cost_model
 
     calls = []
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from treedec.depth import page_depth
+from treedec.results.depth import page_depth
 from treedec.models.vlm import SHIPPED
 from treedec.strategies.base import STRATEGIES
 
@@ -151,7 +151,7 @@ def test_the_runs_forward_passes_count_the_crops(shipped):
 
 
 def test_quality_is_measured_as_for_the_others(shipped):
-    from treedec.evaluate import evaluate_pages
+    from treedec.results.evaluate import evaluate_pages
 
     _, samples, _, runs = shipped
     ev = {n: evaluate_pages({r.name: r.page for r in res.records}, [s.page for s in samples]) for n, res in runs.items()}

@@ -147,7 +147,7 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first(pipel
     # latency: stage 1 is a run of its own (treedec.run.stages), drafting beside it, the page decode
     # after it, so every page waits for both; no page waits longer than the run lasted (without
     # stage 1, beside decoding a page waits for its own draft only: tests/test_hsd.py)
-    from treedec.speed import page_latencies
+    from treedec.results.speed import page_latencies
 
     for run in (first, beside):
         assert run.before_s >= 0.9 * (run.phases["draft"] + run.phases["stage1"])

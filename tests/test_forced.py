@@ -5,12 +5,12 @@ import os
 
 import pytest
 
-from treedec.quality import quality_figures, truth_text_edit
+from treedec.results.quality import quality_figures, truth_text_edit
 from treedec.data import open_dataset
 from treedec.engine.draft import DraftTree
 from treedec.engine.forced import ForcedChoice
 from treedec.errors import UserError
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.models.forced import SIZES, ForcedModel, decoder_params
 from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
 from treedec.serialize import page_to_flat, parse_flat

@@ -208,7 +208,7 @@ def test_evaluate_raw_outputs_in_each_format(demo_pages, tmp_path):
     """`evaluate format=NAME` on the ground truth written in each format scores its floor: what
     `format_floor` says, no page flagged; a garbled output is flagged, not fatal."""
     from treedec.commands.evaluate import evaluate_dir
-    from treedec.evaluate import format_floor
+    from treedec.results.evaluate import format_floor
     from conftest import DEMO
 
     for name in ("dots_json", "doctags"):

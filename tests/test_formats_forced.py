@@ -8,8 +8,8 @@ sequential's pages in half the median steps; `crops` runs in every format."""
 import numpy as np
 import pytest
 
-from treedec.depth import page_depth
-from treedec.quality import quality_figures, truth_text_edit
+from treedec.results.depth import page_depth
+from treedec.results.quality import quality_figures, truth_text_edit
 from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.models.forced import ForcedModel

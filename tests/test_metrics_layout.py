@@ -1,7 +1,7 @@
 """Layout precision / recall / F1 at IoU 0.5 with matching category."""
 import pytest
 
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.metrics import iou, layout_counts
 from treedec.page import Block, Page
 

@@ -2,7 +2,7 @@
 import pytest
 
 from test_metrics_text import make_page
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 
 PARAS = ["alpha beta gamma delta", "one two three four five", "red green blue yellow", "north south east west"]
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import DEMO
-from treedec.evaluate import evaluate_pages, load_predictions, load_raw_predictions
+from treedec.results.evaluate import evaluate_pages, load_predictions, load_raw_predictions
 
 TOLERANCE = 1e-9  # the implementations agree to rounding
 

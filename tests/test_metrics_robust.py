@@ -6,7 +6,7 @@ import random
 import pytest
 
 from test_metrics_text import RICH_PAGE, make_page
-from treedec.evaluate import evaluate_pages, load_predictions
+from treedec.results.evaluate import evaluate_pages, load_predictions
 from treedec.metrics import markdown_to_blocks
 
 NASTY = [

@@ -1,7 +1,7 @@
 """TEDS on hand-computed tables, pipe tables, and malformed HTML."""
 import pytest
 
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.metrics import markdown_to_blocks, normalize_table_html, teds
 from treedec.metrics.markdown_tables import pipe_tables_to_html
 from treedec.page import Block, Page

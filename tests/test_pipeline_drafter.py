@@ -293,7 +293,7 @@ def test_draft_text_is_close_to_ground_truth(drafted):
     exactly from their rules; thresholds leave room for OCR noise across platforms."""
     import Levenshtein
 
-    from treedec.evaluate import evaluate_pages
+    from treedec.results.evaluate import evaluate_pages
 
     samples, pages, _, _ = drafted
     ev = evaluate_pages(pages, [s.page for s in samples])

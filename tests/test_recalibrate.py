@@ -5,7 +5,7 @@ the same buckets the run timed, each probed, and a larger model's probes cost mo
 import pytest
 import torch
 
-from treedec.cost_model import project
+from treedec.results.cost_model import project
 from treedec.engine.pass_log import PassLog
 
 from cli_helpers import treedec_here

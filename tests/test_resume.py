@@ -10,7 +10,7 @@ from PIL import Image
 
 from cli_helpers import page_files, treedec
 from treedec.data import open_dataset
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.io.markdown import page_to_markdown
 from treedec.models.vlm import SHIPPED, checkpoint_pages
 from treedec.run.outputs import RunOutput

@@ -10,9 +10,9 @@ from PIL import Image
 
 from cli_helpers import treedec
 from conftest import ROOT
-from treedec.quality import QUALITY_KEYS
+from treedec.results.quality import QUALITY_KEYS
 from treedec.errors import UserError
-from treedec.speed import concurrency_levels
+from treedec.results.speed import concurrency_levels
 
 TINY = ["model=random", "model.spec.image_size=128", "model.spec.text_layers=1", "model.spec.vision_layers=1",
         "model.spec.vision_hidden=64", "model.spec.vision_heads=1", "model.spec.text_hidden=64", "model.spec.head_dim=32",

@@ -28,7 +28,7 @@ def shipped():
 @pytest.mark.parametrize("strategy", ["sequential", "padoc"])
 def test_shipped_model_reads_held_out_pages(shipped, strategy):
     from treedec.engine.engine import EngineConfig
-    from treedec.evaluate import evaluate_pages
+    from treedec.results.evaluate import evaluate_pages
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
     from treedec.strategies.base import build_strategy

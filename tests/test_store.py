@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from cli_helpers import treedec
 from test_run import PAGES, TINY
-from treedec import store
+from treedec.results import store
 
 TIMING = {"throughput_ratio", "p95_ratio", "meta", "projection_error", "cpu_share"}  # and every key ending in _s
 

@@ -5,7 +5,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import treedec
-from treedec.depth import page_depth
+from treedec.results.depth import page_depth
 from treedec.engine.engine import Engine
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter

@@ -169,7 +169,7 @@ def _job(command: str, cfg, hc) -> None:
     fresh_process=true) or here; its summary recorded in the store."""
     from hydra.types import RunMode
 
-    from treedec import store
+    from treedec.results import store
 
     sweep = hc.mode == RunMode.MULTIRUN
     job = None
@@ -265,7 +265,7 @@ def _in_fresh_process(command: str, overrides: list[str], out: str) -> dict:
 
 
 def _stored() -> tuple[str, ...]:
-    from treedec.store import STORED
+    from treedec.results.store import STORED
 
     return STORED
 
@@ -273,7 +273,7 @@ def _stored() -> tuple[str, ...]:
 def _resume(command: str, overrides: list[str], rest: list[str]) -> list[str]:
     """A sweep goes to out=DIR (default: a folder named by the command line, so that the same
     command resumes it); say how many of its jobs the store holds already."""
-    from treedec.store import plan, sweep_dir
+    from treedec.results.store import plan, sweep_dir
 
     out = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == "out"), None)
     if out is None:

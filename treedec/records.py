@@ -95,7 +95,7 @@ class RunResult:
     # charged from outside; drafting beside decoding is not in it (a page's queue_s holds its wait)
     before_s: float = 0.0
     passes: Any = None  # the engine's forward passes, counted and timed (treedec.engine.pass_log.PassLog); None elsewhere
-    projection: dict[str, Any] | None = None  # the cost model's (treedec.cost_model.project), where calibrated
+    projection: dict[str, Any] | None = None  # the cost model's (treedec.results.cost_model.project), where calibrated
 
     def charge(self, phase: str, seconds: float) -> None:
         """Add time spent on this run's behalf elsewhere (loading the shared pages, writing

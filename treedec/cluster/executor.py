@@ -23,7 +23,7 @@ from treedec.cluster.stages import Decoder, Drafter, read_pages
 from treedec.errors import UserError
 from treedec.records import PageRecord, RunResult
 from treedec.run.passes import charge_write
-from treedec.store import plain
+from treedec.results.store import plain
 
 INSTALL_HINT = 'pip install -e ".[ray]"'
 

@@ -1,5 +1,5 @@
 """`python -m treedec check model.path=DIR [runtime=vllm]`: does treedec decode this checkpoint
-exactly as transformers does (`treedec.check`)? Per page: tokens that agree, the first
+exactly as transformers does (`treedec.results.check`)? Per page: tokens that agree, the first
 divergence and the two candidates' logits there; with `runtime=vllm`, vLLM's output ids
 checked against the same `generate` beside the engine's. Exits 1 on a divergence (of
 either) that is not a near-tie."""
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from treedec.check import PageCheck, check_pages
+from treedec.results.check import PageCheck, check_pages
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm

@@ -24,7 +24,7 @@ from treedec.run.outputs import RunOutput
 from treedec.run.remote import is_url
 from treedec.report import write_report
 from treedec.report_lead import Mark, direction
-from treedec.store import NOT_IN_KEY, results
+from treedec.results.store import NOT_IN_KEY, results
 
 # (summary key, label, how it compares: "down" = lower is better, "up" = higher, "delta" = difference)
 FIGURES = (("text_edit", "text edit", "delta"),

@@ -9,7 +9,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 from treedec.data import open_dataset
-from treedec.depth import page_stats, quartiles, stats_table, summarize
+from treedec.results.depth import page_stats, quartiles, stats_table, summarize
 from treedec.models.loader import checkpoint_path
 from treedec.models.vlm import checkpoint_pages, vlm_tokenizer
 from treedec.run.outputs import RunOutput

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from treedec.errors import UserError
-from treedec.evaluate import evaluate_pages, load_predictions, load_raw_predictions
+from treedec.results.evaluate import evaluate_pages, load_predictions, load_raw_predictions
 from treedec.io import load_omnidocbench
 from treedec.metrics import OVERALL_NOTE
 from treedec.run.outputs import RunOutput

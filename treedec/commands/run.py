@@ -20,7 +20,7 @@ from treedec.io.documents import write_documents
 from treedec.models.loader import load_vlm
 from treedec.run.outputs import RunOutput
 from treedec.plots import concurrency_curves, steps_histogram, stream_timelines
-from treedec.quality import quality_figures
+from treedec.results.quality import quality_figures
 from treedec.records import RunResult
 from treedec.report import write_report
 from treedec.report_lead import lead_rows, why
@@ -30,7 +30,7 @@ from treedec.run.passes import run_pass
 from treedec.run.summary import run_summary, runtime_notes
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
-from treedec.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
+from treedec.results.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
 
 __all__ = ["main"]
 

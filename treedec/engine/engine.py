@@ -73,7 +73,7 @@ class Engine:
         self.active: list[PageKV] = []
         self._next_pid = 0
         self.forward_passes = 0
-        self.observer = StepObserver(log)  # every prefill and step is handed to it (treedec.cost_model's log)
+        self.observer = StepObserver(log)  # every prefill and step is handed to it (treedec.results.cost_model's log)
         self._hidden = policy.needs_hidden  # its drafts read hidden states (DraftSource.needs_hidden)
         self._forced = model.forced  # treedec.models.forced: tokens from the ground truth
         self._blocks = self.cfg.attention != "dense" and model.supports_blocks

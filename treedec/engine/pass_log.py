@@ -1,4 +1,4 @@
-"""What a run's forward passes did and cost, for the cost model (`treedec.cost_model`).
+"""What a run's forward passes did and cost, for the cost model (`treedec.results.cost_model`).
 
 The engine adds every pass to the log its runtime hands it (`Engine(..., log=)`: a run makes
 one, `treedec.run.parse_pages`; a staged strategy's runs are summed, `treedec.run.stages.merge`): a

@@ -12,7 +12,7 @@ from treedec.engine.step_batch import StepBatch
 
 @dataclass
 class StepObserver:
-    log: PassLog | None = None  # every prefill and step added to it (treedec.cost_model); None: not recorded
+    log: PassLog | None = None  # every prefill and step added to it (treedec.results.cost_model); None: not recorded
     attention: AttentionStats = field(default_factory=AttentionStats)
 
     def prefill(self, tokens: int, forward: tuple[float, float], admit_s: float) -> None:

@@ -142,7 +142,7 @@ class CheckpointVLM:
 
     def generate_inputs(self, prompt: Prompt) -> dict:
         """What transformers' `generate` takes besides the prompt's ids for the same page
-        (image inputs, `mm_token_type_ids` where the family takes them): `treedec.check`."""
+        (image inputs, `mm_token_type_ids` where the family takes them): `treedec.results.check`."""
         return self.family.generate_inputs(torch.tensor([prompt.ids]), prompt.inputs, self.tokenizer.image_id)
 
     def adapter(self) -> CheckpointAdapter:

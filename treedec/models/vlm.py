@@ -137,7 +137,7 @@ class VLM:
         return Prompt(self.prompt_ids(mode), {"pixel_values": pixels([image], self.spec.image_size)})
 
     def generate_inputs(self, prompt: Prompt) -> dict:
-        """What transformers' `generate` takes besides the prompt's ids (`treedec.check`)."""
+        """What transformers' `generate` takes besides the prompt's ids (`treedec.results.check`)."""
         return dict(prompt.inputs)
 
     def adapter(self) -> CausalLMAdapter:

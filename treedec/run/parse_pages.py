@@ -54,7 +54,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
             warmup_s = time.perf_counter() - t
     passes = runtime.forward_passes  # a running total: this run's are what it adds
     clock = PhaseClock()
-    log = PassLog()  # the engine's passes (treedec.cost_model)
+    log = PassLog()  # the engine's passes (treedec.results.cost_model)
     records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight,
                                              unit, log)
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,

@@ -29,7 +29,7 @@ from treedec.errors import UserError
 from treedec.io.omnidocbench import page_from_omnidocbench
 from treedec.run.outputs import write_text_atomic
 from treedec.records import PageRecord, RunResult
-from treedec.store import code_version, effective_pages, plain, weights_sha256
+from treedec.results.store import code_version, effective_pages, plain, weights_sha256
 
 FOLDER = "resume"
 FINGERPRINT = "fingerprint.json"
@@ -52,7 +52,7 @@ KILL_AFTER = "TREEDEC_TEST_KILL_AFTER"  # tests only: SIGKILL this process once 
 
 def fingerprint(cfg: Any) -> dict[str, Any]:
     """What decides a run's pages: the resolved config less `OUT_OF_BAND`, as dotted keys, plus
-    the sha256 of the model's files and the synthetic page settings (`treedec.store`)."""
+    the sha256 of the model's files and the synthetic page settings (`treedec.results.store`)."""
     config = plain(cfg)
     for group, keys in OUT_OF_BAND.items():
         node = config if not group else config.get(group)

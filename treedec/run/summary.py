@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from treedec.engine.draft_stats import depth_figures
-from treedec.quality import QUALITY_KEYS, quality_figures, truth_text_edit
+from treedec.results.quality import QUALITY_KEYS, quality_figures, truth_text_edit
 from treedec.records import RunResult
-from treedec.speed import speed_figures, step_figures
+from treedec.results.speed import speed_figures, step_figures
 
 
 def run_summary(results: Sequence[RunResult], names: Sequence[str], by_level: list[dict], quality: Mapping[str, Any],

@@ -1,10 +1,10 @@
-"""A run's pages scored against their ground truth (treedec.evaluate): the quality figures of
+"""A run's pages scored against their ground truth (treedec.results.evaluate): the quality figures of
 summary.json and of each page's JSON."""
 from __future__ import annotations
 
 from typing import Any
 
-from treedec.evaluate import evaluate_pages
+from treedec.results.evaluate import evaluate_pages
 from treedec.records import RunResult
 from treedec.formats import get_format
 
