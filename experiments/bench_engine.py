@@ -35,9 +35,9 @@ from treedec.errors import UserError
 from treedec.results.evaluate import evaluate_pages
 from treedec.models.loader import load_vlm
 from treedec.models.vlm import VLMSpec
-from treedec.plots import concurrency_curves
-from treedec.report import write_report
-from treedec.report_tables import phase_rows
+from treedec.report.plots import concurrency_curves
+from treedec.report.html import write_report
+from treedec.report.tables import phase_rows
 from treedec.run.passes import charge_write
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.run.stages import run_strategy

@@ -95,7 +95,7 @@ def main() -> None:
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import VLMSpec
-    from treedec.report import write_report
+    from treedec.report.html import write_report
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
     from treedec.results.speed import level_row, measure_levels, page_latencies

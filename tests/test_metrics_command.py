@@ -7,7 +7,7 @@ from test_metrics_text import RICH_PAGE, make_page
 from treedec.commands.evaluate import evaluate_dir as main
 from treedec.errors import UserError
 from treedec.io import page_to_markdown, save_omnidocbench
-from treedec.report import write_report
+from treedec.report.html import write_report
 
 
 @pytest.fixture()

@@ -8,9 +8,9 @@ from bs4 import BeautifulSoup
 from PIL import Image
 
 from treedec.page import Block
-from treedec.plots import BRANCH_COLOURS, draw_regions
-from treedec.report import write_report
-from treedec.report_lead import PageView, lead_rows, why
+from treedec.report.plots import BRANCH_COLOURS, draw_regions
+from treedec.report.html import write_report
+from treedec.report.lead import PageView, lead_rows, why
 
 SUMMARY = {"strategy": "padoc", "pages": 2, "text_edit": 0.03312, "layout_f1": 0.9712, "median_steps": 64.0,
            "pages_per_s": 1.2345, "p95_latency_s": 3.2109, "steps_ratio": 1.5625, "throughput_ratio": 1.4444,
@@ -98,7 +98,7 @@ def test_ratios_are_coloured_by_direction_and_the_lead_says_why_steps_and_wall_t
 def test_a_timeline_title_counts_the_steps_its_axis_shows():
     """HSD's stage-1 steps are on a page's path (`steps`) but not on its decode timeline: the
     title names them apart instead of counting them as the axis's steps."""
-    from treedec.plots import timeline_title
+    from treedec.report.plots import timeline_title
     from treedec.engine.page_decoding import PageDecoding
     from treedec.page import Page
     from treedec.records import PageRecord

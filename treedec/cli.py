@@ -228,7 +228,7 @@ def _remote(cfg, command: str, mirror: str):
 
 def _outputs(command: str, module, cfg, hc, sweep: bool, remote) -> dict | None:
     """`module`'s command run into its folder: its summary (None where it writes none)."""
-    from treedec.loggers import log_outputs, make_logger
+    from treedec.report.loggers import log_outputs, make_logger
     from treedec.run.outputs import RunOutput
 
     if command == "run":  # a rerun refused before it writes anything into the folder (treedec.run.resume)

@@ -22,8 +22,8 @@ from treedec.errors import UserError
 from treedec.formats import get_format
 from treedec.run.outputs import RunOutput
 from treedec.run.remote import is_url
-from treedec.report import write_report
-from treedec.report_lead import Mark, direction
+from treedec.report.html import write_report
+from treedec.report.lead import Mark, direction
 from treedec.results.store import NOT_IN_KEY, results
 
 # (summary key, label, how it compares: "down" = lower is better, "up" = higher, "delta" = difference)

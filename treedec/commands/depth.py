@@ -13,7 +13,7 @@ from treedec.results.depth import page_stats, quartiles, stats_table, summarize
 from treedec.models.loader import checkpoint_path
 from treedec.models.vlm import checkpoint_pages, vlm_tokenizer
 from treedec.run.outputs import RunOutput
-from treedec.plots import depth_histograms
+from treedec.report.plots import depth_histograms
 from treedec.strategies.base import build_strategy
 
 

@@ -12,8 +12,8 @@ from treedec.data import FilesDataset
 from treedec.errors import UserError
 from treedec.io.documents import write_documents
 from treedec.io.markdown import page_to_markdown
-from treedec.plots import draw_regions
-from treedec.report_lead import PageView
+from treedec.report.plots import draw_regions
+from treedec.report.lead import PageView
 from treedec.records import sample_size
 
 MAX_LISTED = 200  # skipped files named in summary.json (the count is always there)

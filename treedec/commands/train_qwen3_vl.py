@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from treedec.errors import UserError
-from treedec.loggers import make_logger
+from treedec.report.loggers import make_logger
 from treedec.run.outputs import RunOutput
 
 

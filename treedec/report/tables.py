@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from treedec.report_lead import ratio_mark
+from treedec.report.lead import ratio_mark
 
 # the report's by-concurrency table: what a person compares across levels (summary.json has every figure)
 LEVEL_COLUMNS = ("concurrency", "strategy", "pages", "median_steps", "forward_passes", "pages_per_s",

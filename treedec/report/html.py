@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from treedec.report_lead import LeadRow, Mark, PageView, lead_table
+from treedec.report.lead import LeadRow, Mark, PageView, lead_table
 
 _STYLE = """body{font-family:sans-serif;margin:2em auto;padding:0 2em;max-width:1200px}
 table{border-collapse:collapse;margin:0}.scroll{overflow-x:auto;max-width:100%;margin:1em 0}
