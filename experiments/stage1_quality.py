@@ -108,7 +108,7 @@ def main() -> None:
     from treedec.errors import UserError
     from treedec.models.vlm import SHIPPED, VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.serialize import EOS
+    from treedec.formats.contract import EOS
     from treedec.strategies.base import Strategy
     from treedec.strategies.sequential import flat_target
 

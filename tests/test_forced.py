@@ -13,7 +13,7 @@ from treedec.errors import UserError
 from treedec.results.evaluate import evaluate_pages
 from treedec.models.forced import SIZES, ForcedModel, decoder_params
 from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
-from treedec.serialize import page_to_flat, parse_flat
+from treedec.formats.contract import page_to_flat, parse_flat
 from treedec.strategies.base import build_strategy
 from treedec.strategies.padoc import tree_target
 

@@ -14,7 +14,7 @@ from treedec.models.bpe_tokenizer import ROW_TAGS
 from treedec.models.forced import ForcedModel
 from treedec.models.qwen3_vl import REQUIRED_TOKENS
 from treedec.models.vlm import MODES
-from treedec.serialize import page_to_flat
+from treedec.formats.contract import page_to_flat
 from treedec.tokenizer import IMAGE
 
 STRATEGIES = ("sequential", "padoc", "table_rows", "crops", "padoc_hsd")

@@ -58,7 +58,7 @@ def test_a_crop_read_as_a_page_is_drafted_as_one_and_its_blocks_are_its_reading(
     from types import SimpleNamespace
 
     from treedec.page import Block, Page
-    from treedec.serialize import parse_flat
+    from treedec.formats.contract import parse_flat
     from treedec.strategies.hsd_stage1 import crop_reading, page_draft
 
     block = Block("table", (3.0, 4.0, 50.0, 60.0), "<table><tr><td>a b</td></tr></table>")

@@ -7,7 +7,7 @@ from treedec.drafters.layout_lines import LayoutLines, layout_tree
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import continue_draft, grid_values
 from treedec.page import Block, Page
-from treedec.serialize import page_to_tree
+from treedec.formats.contract import page_to_tree
 
 from engine_helpers import TOK
 

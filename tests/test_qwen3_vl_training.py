@@ -135,7 +135,7 @@ def test_omnidocbench_pages_become_trees_under_the_chat_template(ckpt):
     prompt the inference side builds (chat template, image, <|tree|>), has a branch per
     content region, and splices back into the flat (sequential) serialization."""
     from conftest import DEMO
-    from treedec.serialize import page_to_tree
+    from treedec.formats.contract import page_to_tree
     from treedec.training.qwen3_vl_examples import omnidocbench_pages
 
     if not (DEMO / "OmniDocBench_demo.json").is_file():

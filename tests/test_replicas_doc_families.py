@@ -8,7 +8,7 @@ from PIL import Image
 
 from treedec.errors import UserError
 from treedec.models.replicas import build_replica
-from treedec.serialize import CATEGORY_TOKENS, CONTROL
+from treedec.formats.contract import CATEGORY_TOKENS, CONTROL
 
 FAMILIES = ("idefics3", "paddleocr_vl", "hunyuan_vl")
 

@@ -1,7 +1,7 @@
 import pytest
 
 from treedec.page import Block, Page
-from treedec.serialize import (CHILD, EOS, FORK, TreeText, box_to_text, flat_to_tree, page_to_flat, page_to_tree,
+from treedec.formats.contract import (CHILD, EOS, FORK, TreeText, box_to_text, flat_to_tree, page_to_flat, page_to_tree,
                                parse_flat, parse_tree, tree_to_flat)
 
 

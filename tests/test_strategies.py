@@ -10,7 +10,7 @@ from treedec.engine.engine import Engine
 from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter
 from treedec.page import Block, Page
-from treedec.serialize import page_to_flat
+from treedec.formats.contract import page_to_flat
 from treedec.strategies.base import STRATEGIES, build_strategy, default_config
 
 from engine_helpers import TOK, ForcedRows, prompt, tiny_llama

@@ -1,4 +1,4 @@
-from treedec.serialize import page_to_flat, page_to_tree
+from treedec.formats.contract import page_to_flat, page_to_tree
 from treedec.tokenizer import Tokenizer
 
 

@@ -218,7 +218,7 @@ def test_misread_regions_are_input_only_and_the_rest_of_the_page_keeps_its_label
     import random
 
     from treedec.data.synth import SynthConfig, generate_page
-    from treedec.serialize import parse_flat
+    from treedec.formats.contract import parse_flat
     from treedec.strategies.base import STRATEGIES
     from treedec.training.examples import misread, page_example
     from treedec.training.packing import IGNORE, pack

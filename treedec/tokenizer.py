@@ -11,7 +11,7 @@ import string
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from treedec.serialize import BLOCK, CATEGORY_TOKENS, CHILD, EOS, FORK
+from treedec.formats.contract import BLOCK, CATEGORY_TOKENS, CHILD, EOS, FORK
 
 PAD, UNK, BOS, IMAGE = "<pad>", "<unk>", "<bos>", "<image>"
 # HTML table tags as single tokens: tables are long and mostly tags.

@@ -14,7 +14,7 @@ from treedec.graph import DecodingGraph
 from treedec.boxes import iou
 from treedec.page import Page
 from treedec.formats import Format, get_format
-from treedec.serialize import BLOCK, FORK, box_to_text, coord
+from treedec.formats.contract import BLOCK, FORK, box_to_text, coord
 from treedec.tokenizer import Tokenizer
 
 _BOX = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")

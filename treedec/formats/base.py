@@ -13,8 +13,8 @@ A format is a component of a model, like its tokenizer. It says
   against) and `content_text(block)`: how a block's content is written there (escaped);
 - its coordinate convention (`coords`) and what it cannot express (`cannot_express`).
 
-Formats register by name (`FORMATS`, a `treedec.registry.Registry`) as strategies do; each file of
-this package is one format. This module imports only plain data (page, serialize, errors)."""
+Formats register by name (`FORMATS`, a `treedec.registry.Registry`) as strategies do; each other file
+of this package is one format. This module imports only plain data (page, contract, errors)."""
 from __future__ import annotations
 
 from typing import ClassVar
@@ -22,7 +22,7 @@ from typing import ClassVar
 from treedec.errors import UserError
 from treedec.page import Block, Page
 from treedec.registry import Registry
-from treedec.serialize import FORK, ParseResult, TreeText
+from treedec.formats.contract import FORK, ParseResult, TreeText
 
 MODES = ("page", "tree", "layout", "crop")
 MODE_ALIASES = {"flat": "page"}  # treedec's own name of the page mode

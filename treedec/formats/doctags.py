@@ -17,7 +17,7 @@ from treedec.formats.base import FORMATS, Format
 from treedec.formats.grid import Categories, from_grid, on_grid
 from treedec.formats.otsl import html_to_otsl, otsl_to_html
 from treedec.page import Block, Page
-from treedec.serialize import ParseResult
+from treedec.formats.contract import ParseResult
 
 GRID = 500
 CATEGORIES = Categories({

@@ -27,7 +27,7 @@ from treedec.formats.base import FORMATS, Format
 from treedec.formats.grid import Categories, on_grid
 from treedec.formats.json_list import read_json_blocks
 from treedec.page import Block, Page
-from treedec.serialize import ParseResult
+from treedec.formats.contract import ParseResult
 
 CATEGORIES = Categories({
     "title": "Title", "text_block": "Text", "figure": "Picture", "figure_caption": "Caption",

@@ -8,7 +8,7 @@ from typing import Callable
 
 from treedec.formats.grid import Categories, from_grid
 from treedec.page import Block, Page
-from treedec.serialize import ParseResult
+from treedec.formats.contract import ParseResult
 
 
 def read_json_blocks(text: str, page: Page, categories: Categories, keys: tuple[str, str, str],

@@ -11,7 +11,7 @@ import re
 
 from treedec.formats.base import FORMATS, Format
 from treedec.page import Block, Page
-from treedec.serialize import ParseResult
+from treedec.formats.contract import ParseResult
 
 SKIPPED = frozenset({"figure", "text_mask", "table_mask"})
 _PARAGRAPH = re.compile(r"\s*(\$\$.*?\$\$|<table\b.*?</table>|(?:(?!\n\s*\n).)+)", re.S)

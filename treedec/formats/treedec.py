@@ -1,4 +1,4 @@
-"""`treedec`: treedec's own fork protocol (`treedec.serialize`, HPD-Parsing's protocol adapted).
+"""`treedec`: treedec's own fork protocol (`treedec.formats.contract`, HPD-Parsing's protocol adapted).
 
 Flat: `<BLOCK><|cat|>[x1,y1,x2,y2]<CHILD>content ... <eos>`; tree: a layout stream with
 `<FORK>` in place of each `<CHILD>content`, one branch `<CHILD>content<eos>` per fork. Categories
@@ -12,7 +12,7 @@ import re
 
 from treedec.formats.base import FORMATS, Format
 from treedec.page import Page
-from treedec.serialize import BLOCK, CHILD, EOS, ParseResult, TreeText, page_to_flat, page_to_tree, parse_flat
+from treedec.formats.contract import BLOCK, CHILD, EOS, ParseResult, TreeText, page_to_flat, page_to_tree, parse_flat
 
 _CONTENT = re.compile(re.escape(CHILD) + r"(.*?)(?=" + re.escape(BLOCK) + "|" + re.escape(EOS) + r"|$)", re.S)
 

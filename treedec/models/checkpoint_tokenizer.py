@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from treedec.errors import UserError
-from treedec.serialize import BLOCK, CATEGORY_TOKENS, CHILD, CONTROL, EOS, FORK
+from treedec.formats.contract import BLOCK, CATEGORY_TOKENS, CHILD, CONTROL, EOS, FORK
 
-REQUIRED_TOKENS = (*CONTROL, *CATEGORY_TOKENS)  # what serialize/parse and the strategies emit and read
+REQUIRED_TOKENS = (*CONTROL, *CATEGORY_TOKENS)  # what the flat and tree forms (treedec.formats.contract) and strategies emit
 
 
 class _Vocab(dict):

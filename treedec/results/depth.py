@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from treedec.page import Page
-from treedec.serialize import CHILD, FORK, block_layout
+from treedec.formats.contract import CHILD, FORK, block_layout
 from treedec.strategies.base import Strategy
 
 # Region kinds the statistics group categories into (what drives depth: long text, tables, formulas).

@@ -24,7 +24,7 @@ from treedec.engine.page_decoding import PageDecoding
 from treedec.formats import Format
 from treedec.graph import DecodingGraph
 from treedec.page import Page
-from treedec.serialize import BLOCK, CHILD, EOS, block_layout, parse_flat
+from treedec.formats.contract import BLOCK, CHILD, EOS, block_layout, parse_flat
 from treedec.records import page_record
 from treedec.strategies.base import STRATEGIES, Strategy
 from treedec.strategies.crop_read import UNREAD, crop_target, region_truth

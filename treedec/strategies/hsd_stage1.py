@@ -13,7 +13,7 @@ from treedec.drafters.page_drafts import SequenceDrafter
 from treedec.engine.draft_length import AdaptiveLength
 from treedec.page import Block, Page
 from treedec.formats import Format, get_format
-from treedec.serialize import EOS
+from treedec.formats.contract import EOS
 from treedec.strategies.base import Strategy
 from treedec.strategies.crop_read import crop_target, region_truth
 from treedec.strategies.sequential import flat_target

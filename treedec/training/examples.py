@@ -13,7 +13,7 @@ from treedec.data.sample import Sample
 from treedec.data.synth.content import formula
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM
-from treedec.serialize import category_token
+from treedec.formats.contract import category_token
 from treedec.strategies.base import Strategy
 from treedec.training.packing import flat_graph
 

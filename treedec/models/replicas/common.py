@@ -39,7 +39,7 @@ def format_tokens(model_type: str, own: str | None, fmt: str | None) -> tuple:
 
     from treedec.errors import UserError
     from treedec.models.vlm import MODES
-    from treedec.serialize import CATEGORY_TOKENS, CONTROL
+    from treedec.formats.contract import CATEGORY_TOKENS, CONTROL
 
     if fmt in (None, own):
         return ()
