@@ -45,8 +45,8 @@ def main(argv=None) -> dict:
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
-    from treedec.runtimes.vllm_engine import VLLMEngines
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.engine import VLLMEngines
     from treedec.run.stages import run_strategy
     from treedec.strategies.base import STRATEGIES
 

@@ -10,7 +10,7 @@
 # treedec/models/serving.py). It also pulls triton (999 MB), which has no CPU backend (vLLM
 # prints "Disabling Triton"): removed too, the vLLM tests pass without it (docs/setup.md).
 # On a CUDA machine install the `vllm` wheel matching your
-# torch instead; treedec.runtimes.vllm uses only vLLM's public engine API.
+# torch instead; treedec/runtimes/vllm/ uses only vLLM's public engine API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${VIRTUAL_ENV:-}" ]; then PY="$VIRTUAL_ENV/bin/python"

@@ -115,7 +115,7 @@ def synth_pages():
 def vllm_engines():
     """The vLLM engines of the session's vLLM runs (`VLLMEngines`: one takes 20-90 s to start),
     shared by every test module's runtimes and closed after the last."""
-    from treedec.runtimes.vllm_engine import VLLMEngines
+    from treedec.runtimes.vllm.engine import VLLMEngines
 
     engines = VLLMEngines()
     yield engines

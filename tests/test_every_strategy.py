@@ -176,7 +176,7 @@ def test_vllm_refuses_a_model_it_cannot_serve_in_one_line(model, samples):
     kind, vlm = model
     if kind != "qwen3_vl":
         pytest.skip("treedec's own VLM is served (tests/test_vllm_backend.py)")
-    from treedec.runtimes.vllm import VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMRuntime
 
     with pytest.raises(UserError, match="runtime=embedded") as e:
         VLLMRuntime().run(vlm, STRATEGIES.get("padoc")(vlm.tokenizer), samples, progress=False)

@@ -73,7 +73,7 @@ def test_planar_checkpoint_keeps_its_positions(tmp_path):
 
 
 def test_vllm_refuses_planar_positions_in_one_line():
-    from treedec.runtimes.vllm import VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMRuntime
     from treedec.strategies.base import build_strategy
 
     vlm = VLM.tiny(SPEC)

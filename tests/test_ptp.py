@@ -83,7 +83,7 @@ def test_ptp_is_lossless_on_a_random_model(vlm, fitted, base):
 def test_ptp_refuses_what_cannot_express_it(vlm, fitted, tmp_path):
     from treedec.models.loader import load_vlm
     from omegaconf import OmegaConf
-    from treedec.runtimes.vllm import VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMRuntime
     from test_qwen3_vl import save_tiny_qwen3_vl
 
     other = VLM.tiny(SPEC, seed=6)

@@ -1,7 +1,7 @@
 """runtime=vllm on real architectures: a tiny random replica per family that vLLM serves here
 (`idefics3` in granite-docling's shape, `paddleocr_vl`, `hunyuan_vl` through vLLM's
 Transformers backend), one page, fp32, greedy: vLLM's engine (the one `runtime=vllm` builds,
-`treedec.runtimes.vllm_engine`) expands the chat-template prompt into the ids the
+`treedec.runtimes.vllm.engine`) expands the chat-template prompt into the ids the
 checkpoint's processor expands and writes the ids transformers' own `generate` writes.
 A family whose vLLM module needs torchvision (not importable beside CPU torch here) is
 refused in one line. One engine per family for the module (an engine starts in seconds here).
@@ -30,7 +30,7 @@ NEW = 12  # tokens per page: enough to cross several decode steps, few enough to
 K = 4  # draft tokens per step (hsd's page-draft proposer)
 
 
-_ENGINES: list = []  # the runtime's engines object (`vllm_engine.VLLMEngines`), one for the module
+_ENGINES: list = []  # the runtime's engines object (`treedec.runtimes.vllm.engine.VLLMEngines`), one for the module
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,8 +42,8 @@ def _close_engines():
 
 
 def served(folder, cfg, prompt_len: int):
-    """runtime=vllm's engine for `folder` and `cfg`, kept for the module (`vllm_engine`)."""
-    from treedec.runtimes.vllm_engine import VLLMEngines
+    """runtime=vllm's engine for `folder` and `cfg`, kept for the module (`treedec.runtimes.vllm.engine`)."""
+    from treedec.runtimes.vllm.engine import VLLMEngines
 
     if not _ENGINES:
         _ENGINES.append(VLLMEngines())
@@ -53,8 +53,8 @@ def served(folder, cfg, prompt_len: int):
 def engine_cfg():
     """runtime=vllm's config for the module's one engine per family: the page-draft proposer
     installed (as for hsd; an empty draft store proposes nothing: plain greedy decoding)."""
-    from treedec.runtimes.vllm_drafts import PROPOSER
-    from treedec.runtimes.vllm_engine import VLLMConfig
+    from treedec.runtimes.vllm.drafts import PROPOSER
+    from treedec.runtimes.vllm.engine import VLLMConfig
 
     return VLLMConfig(max_new_tokens=NEW, max_pages=1, engine_args={"per_request_spec_decode_metrics": "detailed"},
                       speculative_config={"method": "custom_class", "model": PROPOSER, "num_speculative_tokens": K})
@@ -145,7 +145,7 @@ def test_a_family_needing_torchvision_is_refused_in_one_line(tmp_path):
         pass
     from test_qwen3_vl import save_tiny_qwen3_vl
 
-    from treedec.runtimes.vllm_engine import VLLMConfig
+    from treedec.runtimes.vllm.engine import VLLMConfig
 
     folder = save_tiny_qwen3_vl(tmp_path / "qwen3_vl")
     with pytest.raises(UserError) as e:
@@ -155,7 +155,7 @@ def test_a_family_needing_torchvision_is_refused_in_one_line(tmp_path):
 
 
 class CheckpointPrompts:
-    """What runtime=vllm asks of a real architecture's page model (`vllm_prompts.py`; the
+    """What runtime=vllm asks of a real architecture's page model (`treedec/runtimes/vllm/prompts.py`; the
     loader's `CheckpointVLM` has it): its folder, the chat-template prompt with one image
     placeholder, the page's prompt with the image expanded (by the checkpoint's own
     processor here), and the tokenizer's ids."""
@@ -187,7 +187,7 @@ def test_the_vllm_runner_serves_the_architecture(decoded):
     """`runtime=vllm`'s runner (`VLLMRunner`: the page's graph root = the expanded prompt,
     its request = that prompt folded to one placeholder) decodes the page with sequential
     as transformers' `generate` does."""
-    from treedec.runtimes.vllm_runner import VLLMRunner
+    from treedec.runtimes.vllm.runner import VLLMRunner
     from treedec.strategies.base import STRATEGIES
 
     family, hf_prompt, hf_ids, _, _, (folder, unexpanded, prompt_text) = decoded
@@ -205,7 +205,7 @@ def test_the_vllm_runner_serves_the_architecture(decoded):
 @pytest.mark.xdist_group("vllm")
 def test_page_drafts_are_accepted_and_change_no_id(decoded):
     """hsd's page-draft proposer on the architecture: drafts from the model's own output
-    (the page's draft prefixed with the prompt's tail, as `vllm_hsd.write_drafts` lays a root
+    (the page's draft prefixed with the prompt's tail, as `treedec.runtimes.vllm.hsd.write_drafts` lays a root
     draft out) are accepted, and vLLM still writes transformers' ids."""
     family, _, hf_ids, _, _, (folder, unexpanded, _) = decoded
     _, ids, metrics = vllm_generate(folder, unexpanded, page(), drafts=[unexpanded[-10:] + hf_ids])
@@ -227,7 +227,7 @@ def test_runtime_vllm_gives_the_embedded_engines_ids(tmp_path):
     from treedec.models.loader import load_model
     from treedec.models.replicas import build_replica
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.run.stages.recording import run_with_ids
     from treedec.strategies.base import STRATEGIES
 
@@ -263,7 +263,7 @@ def tree_runs(request, tmp_path_factory):
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_model
     from treedec.models.replicas import build_replica
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.run.stages.recording import run_with_ids
     from treedec.strategies.base import STRATEGIES
 
@@ -318,14 +318,14 @@ def test_padoc_and_crops_on_vllm_give_the_embedded_engines_ids(tree_runs):
 
 @pytest.mark.xdist_group("vllm")
 def test_what_vllm_cannot_do_for_a_family_is_refused_in_one_line(tmp_path):
-    """paddleocr_vl decodes as transformers does only with vllm_compat's mends, made in this
+    """paddleocr_vl decodes as transformers does only with the mends of treedec/runtimes/vllm/compat.py, made in this
     process: tensor parallelism (worker processes) is refused; so is data parallelism on any
     checkpoint by model_type (its workers load treedec's own VLM). Both before an engine starts."""
     _vllm_or_skip()
     from treedec.data.synth import generate_page
     from treedec.models.loader import load_model
     from treedec.models.replicas import build_replica
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import STRATEGIES
 
     folder = build_replica("paddleocr_vl", tmp_path / "paddleocr_vl")
@@ -366,7 +366,7 @@ def test_a_prompt_vllm_expanded_into_other_ids_is_flagged():
     """The runner compares each stream's prompt as vLLM expanded it with the stream's context
     (the model's own expansion, what the embedded engine feeds) and flags a difference."""
     from treedec.engine.page_decoding import PageDecoding
-    from treedec.runtimes.vllm_runner import _check_prompt, _Requests
+    from treedec.runtimes.vllm.runner import _check_prompt, _Requests
 
     page = _Requests(record=PageDecoding(name="p", sample=None), pid=0, prompt=None, uuid="")
     root = page.graph.root([1, 5, 5, 5, 2], label="root")
@@ -421,8 +421,8 @@ def test_a_crop_is_asked_its_categorys_prompt_on_vllm(paddleocr_crops):
 
     from treedec.data.sample import Sample
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm_engine import VLLMConfig
-    from treedec.runtimes.vllm_runner import VLLMRunner
+    from treedec.runtimes.vllm.engine import VLLMConfig
+    from treedec.runtimes.vllm.runner import VLLMRunner
 
     vlm, strategy = paddleocr_crops
     engine, image_id = AddedRequests(), vlm.tokenizer.image_id
@@ -443,7 +443,7 @@ def test_a_crop_is_asked_its_categorys_prompt_on_vllm(paddleocr_crops):
 
 
 def test_hsd_crop_drafts_are_headed_by_their_categorys_prompt(paddleocr_crops):
-    """vLLM's draft store (`vllm_hsd.write_drafts`): a crop's drafts are headed by the tail of
+    """vLLM's draft store (`treedec.runtimes.vllm.hsd.write_drafts`): a crop's drafts are headed by the tail of
     its own category's prompt, the ids its request ends with, so the proposer matches them from
     the crop's first step (a window reaching back into the category's words)."""
     from types import SimpleNamespace
@@ -451,8 +451,8 @@ def test_hsd_crop_drafts_are_headed_by_their_categorys_prompt(paddleocr_crops):
     from treedec.data.sample import Sample
     from treedec.drafters.ngram import NgramMatcher
     from treedec.drafters.page_drafts import SequenceDrafter
-    from treedec.runtimes.vllm_hsd import write_drafts
-    from treedec.runtimes.vllm_prompts import page_prompt
+    from treedec.runtimes.vllm.hsd import write_drafts
+    from treedec.runtimes.vllm.prompts import page_prompt
 
     vlm, strategy = paddleocr_crops
     w = 25  # the window reaches back over every category's words (their prompts: 26 to 35 ids here)

@@ -77,7 +77,7 @@ def both_runtimes(vllm_engines):
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import STRATEGIES
 
     vlm, samples = _vlm(), _samples()

@@ -1,5 +1,5 @@
 """HSD on runtime=vllm: page drafts served as linear chains by treedec's `custom_class`
-proposer (treedec/runtimes/vllm_drafts.py), verified by vLLM's greedy rejection sampler.
+proposer (treedec/runtimes/vllm/drafts.py), verified by vLLM's greedy rejection sampler.
 
 The matching and the store are tested without an engine. The engine tests decode the
 fixture's pages (tests/assets/vllm_tiny) with `hsd` and `padoc_hsd` from `drafts=oracle`
@@ -17,7 +17,7 @@ import pytest
 from treedec.drafters.ngram import NgramMatcher
 from treedec.errors import UserError
 from treedec.run.stages.recording import run_with_ids
-from treedec.runtimes.vllm_drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
+from treedec.runtimes.vllm.drafts import ENV_STORE, DraftIndex, DraftStore, PageDraftProposer
 
 from test_vllm_backend import FIXTURE, MAX_NEW, _samples, _vlm, _vllm_or_skip, assert_same_ids
 
@@ -91,7 +91,7 @@ def test_proposer_serves_the_store_and_follows_rewrites(tmp_path, monkeypatch):
      "speculative_config unset"),
 ])
 def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
-    from treedec.runtimes.vllm import VLLMConfig, parse_pages_vllm
+    from treedec.runtimes.vllm.runtime import VLLMConfig, parse_pages_vllm
     from treedec.strategies.base import build_strategy
     from treedec.tokenizer import Tokenizer
 
@@ -103,8 +103,8 @@ def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
 
 def test_a_drafter_without_a_proposer_is_refused():
     from treedec.drafters.page_drafts import SequenceDrafter
-    from treedec.runtimes.vllm import VLLMConfig
-    from treedec.runtimes.vllm_hsd import draft_refusal
+    from treedec.runtimes.vllm.runtime import VLLMConfig
+    from treedec.runtimes.vllm.hsd import draft_refusal
     from treedec.strategies.base import STRATEGIES
     from treedec.tokenizer import Tokenizer
 
@@ -142,7 +142,7 @@ def drafted_runs(vllm_engines):
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples = _vlm(), _samples()
@@ -197,7 +197,7 @@ def stage1_runs(drafted_runs, vllm_engines):
     per runtime (RunResult, ids per page, the drafts stage 2 verified: [stage-1 page, draft])."""
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import build_strategy
 
     (emb, _), _ = drafted_runs["hsd"]

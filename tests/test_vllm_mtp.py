@@ -1,5 +1,5 @@
 """MTP drafting (`mtp`, `hpd`) on runtime=vllm: the shipped MTP head served as a vLLM Medusa
-draft model (treedec/runtimes/vllm_mtp.py) on the shipped model.
+draft model (treedec/runtimes/vllm/mtp.py) on the shipped model.
 
 Without an engine: the served head drafts the embedded drafter's chain. With one (two
 held-out pages): every stream's token ids equal the base strategy's on vLLM and on the
@@ -47,8 +47,8 @@ def test_served_head_drafts_the_embedded_chain(shipped):
     `MTPDraftModel.chain` drafts after the token the base model picks from it."""
     from safetensors.torch import load_file
 
-    from treedec.runtimes.vllm_engine import VLLMEngines
-    from treedec.runtimes.vllm_mtp import MTPHeadForVLLM, draft_dir
+    from treedec.runtimes.vllm.engine import VLLMEngines
+    from treedec.runtimes.vllm.mtp import MTPHeadForVLLM, draft_dir
 
     vlm, _ = shipped
     d = _bound(vlm)
@@ -79,7 +79,7 @@ def runs(shipped, vllm_engines):
     _vllm_or_skip()
     from treedec.engine.engine import EngineConfig
     from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm import VLLMConfig, VLLMRuntime
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples = shipped

@@ -31,7 +31,7 @@ def register_resolvers() -> None:
 def register_schemas() -> None:
     from treedec.models.vlm import VLMSpec
     from treedec.runtimes.embedded import EmbeddedConfig
-    from treedec.runtimes.vllm_engine import VLLMConfig
+    from treedec.runtimes.vllm.engine import VLLMConfig
     from treedec.strategies.hsd import HSDOptions
     from treedec.strategies.mtp import MTPOptions
     from treedec.strategies.base import NoOptions

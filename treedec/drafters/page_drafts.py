@@ -193,7 +193,7 @@ def root_ids(page: Page, tok: Tokenizer, form: str, fmt: Format) -> list[int]:
 def page_draft_sequences(pages, tok: Tokenizer, form: str, prompt_ids: list[int], w_max: int,
                          fmt: Format | None = None) -> list[list[int]]:
     """Draft `Page`s as the token sequences a matcher over fixed sequences reads (vLLM's
-    proposer, `treedec.runtimes.vllm_drafts`): one root sequence per page (`form` flat: the
+    proposer, `treedec.runtimes.vllm.drafts`): one root sequence per page (`form` flat: the
     flat form; tree: the layout) headed by the prompt's last `w_max` tokens, and for the tree
     form one sequence per draft region (its layout line, `<CHILD>`, content, `<eos>`)."""
     fmt = fmt or get_format("treedec")

@@ -1,5 +1,5 @@
 """One page's decoding: the record every runtime fills (the embedded engine,
-`treedec.engine.engine`; the vLLM runner, `treedec.runtimes.vllm_runner`) and every later
+`treedec.engine.engine`; the vLLM runner, `treedec.runtimes.vllm.runner`) and every later
 stage reads (a strategy's splice of its crops, `treedec.records.page_record`). A runtime's
 own bookkeeping of a page in flight (the engine's KV slots, vLLM's request ids) is held
 beside it, never in it."""

@@ -1,7 +1,7 @@
 """Parse pages with a strategy on a runtime, one run: samples in, a `RunResult` of
 `PageRecord`s out (treedec.records). `parse_pages` is the one copy of the per-page bookkeeping
 every runtime shares (`treedec.runtimes.base.Runtime`: `runtime=embedded` in
-treedec/runtimes/embedded.py, `runtime=vllm` in treedec/runtimes/vllm.py): pages read lazily,
+treedec/runtimes/embedded.py, `runtime=vllm` in treedec/runtimes/vllm/runtime.py): pages read lazily,
 unreadable ones kept and flagged, the warm-up, records in input order, the phases of the wall
 time, each page handed on as it finishes. A strategy's stages around its decode (drafting,
 HSD stage 1, crops' reads) are no part of it: `treedec.run.stages.run_strategy` runs each as a

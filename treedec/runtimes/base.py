@@ -4,7 +4,7 @@ decoding, the warm-up, records in input order, phases, each page written as it f
 asks of a runtime. A runtime only adapts a decoder to it:
 
 - `embedded` (`treedec.runtimes.embedded.EmbeddedRuntime`): treedec's engine, one flat forward per step;
-- `vllm` (`treedec.runtimes.vllm.VLLMRuntime`): every stream a vLLM request.
+- `vllm` (`treedec.runtimes.vllm.runtime.VLLMRuntime`): every stream a vLLM request.
 
 Both decode a strategy the same way (its fork rule and end test on every new token:
 `treedec.engine.new_token`; its drafts verified exactly), so under greedy decoding they give

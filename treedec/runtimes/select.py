@@ -21,7 +21,7 @@ def make_runtime(cfg: Any, model_path: str | Path | None = None, beside: Runtime
 
         return EmbeddedRuntime.from_cfg(cfg)
     if name == "vllm":
-        from treedec.runtimes.vllm import VLLMRuntime
+        from treedec.runtimes.vllm.runtime import VLLMRuntime
 
         return VLLMRuntime(cfg, model_path, engines=beside.engines if isinstance(beside, VLLMRuntime) else None)
     raise UserError(f"unknown runtime {name!r}; use runtime={' or runtime='.join(RUNTIMES)}")

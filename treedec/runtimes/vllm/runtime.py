@@ -18,27 +18,27 @@ parallelism runs `data_parallel_size` independent engines in worker processes, e
 its share of the pages (what vLLM's offline data-parallel recipe does for dense models).
 
 Drafting strategies (`hsd`, `padoc_hsd`) run through vLLM's speculative decoding: the
-engine gets treedec's `custom_class` proposer (`vllm_drafts.py`), which serves the pages'
+engine gets treedec's `custom_class` proposer (`drafts.py`), which serves the pages'
 drafts (refined by HSD stage 1, whose crops this runtime decodes first), written to a
 per-engine draft store, as linear chains; greedy verification keeps the base strategy's
 pages. MTP strategies (`mtp`, `hpd`) run
-their head as a vLLM Medusa draft model on the target's hidden states (`vllm_mtp.py`).
+their head as a vLLM Medusa draft model on the target's hidden states (`mtp.py`).
 
 `VLLMRuntime` is this runtime's side of the runtime contract (`treedec.runtimes.base`): the
 per-page bookkeeping is `treedec.run.parse_pages.parse_pages`, shared with the embedded engine; what
 this runtime does differently for a strategy is said once, by `VLLMRuntime.notes` (and in
 the run's summary.json `runtime_notes`); what it cannot run, by `VLLMRuntime.check`. What
 stock vLLM cannot do for our strategies, and what this backend does instead, is in
-README.md beside this file.
+treedec/runtimes/README.md.
 
 Real architectures' checkpoints (idefics3, paddleocr_vl, hunyuan_vl here) are served from
 their own folder, each request's prompt the chat-template prompt with one image placeholder
-(`vllm_prompts.py`); what vLLM cannot build here is refused in one line and two measured
-differences from transformers are mended (`vllm_compat.py`, README.md beside this file).
+(`prompts.py`); what vLLM cannot build here is refused in one line and two measured
+differences from transformers are mended (`compat.py`, treedec/runtimes/README.md).
 
-The parts: `vllm_engine.py` (config, serving folder, engine), `vllm_runner.py` (streams as
-requests), `vllm_hsd.py` (drafting strategies), `vllm_drafts.py` (the page-draft proposer),
-`vllm_mtp.py` (the MTP head as a Medusa draft model); this file
+The parts: `engine.py` (config, serving folder, engine), `runner.py` (streams as
+requests), `hsd.py` (drafting strategies), `drafts.py` (the page-draft proposer),
+`mtp.py` (the MTP head as a Medusa draft model); this file
 adapts them to the contract, on one engine or on data-parallel ones.
 """
 from __future__ import annotations
@@ -54,10 +54,10 @@ from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
 from treedec.run.parse_pages import parse_pages
 from treedec.records import RunResult
-from treedec.runtimes.vllm_engine import Served, VLLMConfig, VLLMEngines
-from treedec.runtimes.vllm_hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
-from treedec.runtimes.vllm_prompts import checkpoint_folder, text_prompt_ids
-from treedec.runtimes.vllm_runner import VLLMRunner
+from treedec.runtimes.vllm.engine import Served, VLLMConfig, VLLMEngines
+from treedec.runtimes.vllm.hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
+from treedec.runtimes.vllm.prompts import checkpoint_folder, text_prompt_ids
+from treedec.runtimes.vllm.runner import VLLMRunner
 from treedec.strategies.base import Strategy
 
 __all__ = ["VLLMConfig", "VLLMRuntime", "parse_pages_vllm"]
@@ -91,7 +91,7 @@ class VLLMRuntime:
 
     def _served(self, vlm: VLM, strategy: Strategy) -> Served:
         """The engine for treedec's VLM (a serving folder written for it) or for a real
-        architecture's checkpoint (its own folder; `vllm_prompts.py`)."""
+        architecture's checkpoint (its own folder; `prompts.py`)."""
         if not isinstance(vlm, ServedPageModel):
             folder = checkpoint_folder(vlm)  # the page's image tokens are not known before its image: a bound, its
             # text rounded up so that a strategy's stages (crops: layout pass, crop reads; modes' prompts of

@@ -60,7 +60,7 @@ def vllm_refusal(model_dir: Path, tensor_parallel_size: int = 1) -> str | None:
     kind, arch = _architecture(model_dir)
     if kind in _MENDS and tensor_parallel_size > 1:
         return (f"runtime=vllm serves model_type {kind} with tensor_parallel_size=1 only: vLLM 0.32 decodes it as "
-                "transformers does only with treedec's mends (treedec/runtimes/vllm_compat.py), made in this process, "
+                "transformers does only with treedec's mends (treedec/runtimes/vllm/compat.py), made in this process, "
                 "which its tensor-parallel workers would not have")
     align_with_transformers(kind)
     entry = ModelRegistry.models.get(arch)

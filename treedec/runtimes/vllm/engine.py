@@ -15,7 +15,7 @@ from treedec.engine.limits import PageLimits
 from treedec.errors import UserError
 from treedec.runtimes.base import config_from
 from treedec.models.vlm import VLM
-from treedec.runtimes.vllm_drafts import ENV_STORE, PROPOSER, DraftStore
+from treedec.runtimes.vllm.drafts import ENV_STORE, PROPOSER, DraftStore
 
 SERVING_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "processor_config.json")
 SERVING_WRITES = ("tokenizer", "processor", "preprocessor", "special_tokens", "chat_template")  # write_serving_files' files
@@ -58,7 +58,7 @@ def require_vllm():
 @dataclass
 class Served:
     """An in-process vLLM `LLMEngine` and, when its speculative method is treedec's page-draft
-    proposer, the draft store that proposer reads (`vllm_drafts.py`)."""
+    proposer, the draft store that proposer reads (`drafts.py`)."""
     engine: Any
     drafts: DraftStore | None = None
 
@@ -186,7 +186,7 @@ def start_engine(model_dir: Path, kw: dict[str, Any], cfg: VLLMConfig):
     """An in-process `LLMEngine` with engine arguments `kw` (`engine_kwargs`); a config vLLM
     refuses is one line."""
     require_vllm()
-    from treedec.runtimes.vllm_compat import vllm_refusal
+    from treedec.runtimes.vllm.compat import vllm_refusal
 
     if why := vllm_refusal(model_dir, cfg.tensor_parallel_size):  # an architecture vLLM cannot build here, in one line
         raise UserError(why)

@@ -42,7 +42,7 @@ def page_prompt(vlm, mode: str, image: Image.Image, category: str | None = None)
 
 def text_prompt_ids(vlm, mode: str, category: str | None = None) -> list[int]:
     """Prompt ids whose tail (past the image) is every page's (every crop's of `category`):
-    what HSD's root drafts are prefixed with (`vllm_hsd.write_drafts`)."""
+    what HSD's root drafts are prefixed with (`hsd.write_drafts`)."""
     if isinstance(vlm, ServedPageModel):
         return vlm.prompt_ids(mode)
     return vlm.tokenizer.encode(vlm.prompt_text(mode, category))

@@ -16,9 +16,9 @@ from treedec.engine.new_token import may_fork, take_token
 from treedec.errors import UserError
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM
-from treedec.runtimes.vllm_engine import Served, VLLMConfig
-from treedec.runtimes.vllm_hsd import draft_refusal, drafting
-from treedec.runtimes.vllm_prompts import PagePrompt, fold, page_prompt, stop_ids
+from treedec.runtimes.vllm.engine import Served, VLLMConfig
+from treedec.runtimes.vllm.hsd import draft_refusal, drafting
+from treedec.runtimes.vllm.prompts import PagePrompt, fold, page_prompt, stop_ids
 from treedec.strategies.base import Strategy
 
 _RUNS = itertools.count()

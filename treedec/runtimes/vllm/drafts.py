@@ -6,7 +6,7 @@ proposer is built inside the engine core from `VllmConfig` alone, then called ev
 with the batch's token ids only (`sampled_token_ids`, `num_tokens_no_spec`,
 `token_ids_cpu`): no request ids, no page state. So the pages' drafts reach it through a
 **draft store**, a JSON file whose path is in `$TREEDEC_VLLM_DRAFTS` when the engine is
-created (`treedec.runtimes.vllm_engine.VLLMEngines.engine`: one store file per engine, fixed for the
+created (`treedec.runtimes.vllm.engine.VLLMEngines.engine`: one store file per engine, fixed for the
 engine's life). The runner rewrites the file's content for every run (atomically:
 `os.replace`); the proposer reloads it when its inode, mtime or size changes.
 

@@ -1,14 +1,14 @@
 """Drafting strategies on the vLLM runtime: which it can run (and why not, in one line),
 where it runs them differently from the embedded engine (`draft_notes`, the one place that
 says so), the engine config that installs their drafter (HSD's page drafts: treedec's
-page-draft proposer, `vllm_drafts.py`; MTP: the head as a Medusa draft model,
-`vllm_mtp.py`), and HSD's drafts written to the engine's draft store."""
+page-draft proposer, `drafts.py`; MTP: the head as a Medusa draft model,
+`mtp.py`), and HSD's drafts written to the engine's draft store."""
 from __future__ import annotations
 
-from treedec.runtimes.vllm_drafts import PROPOSER, DraftStore
-from treedec.runtimes.vllm_engine import VLLMConfig, VLLMEngines
-from treedec.runtimes.vllm_mtp import mtp_engine_cfg, mtp_notes, mtp_refusal
-from treedec.runtimes.vllm_prompts import text_prompt_ids
+from treedec.runtimes.vllm.drafts import PROPOSER, DraftStore
+from treedec.runtimes.vllm.engine import VLLMConfig, VLLMEngines
+from treedec.runtimes.vllm.mtp import mtp_engine_cfg, mtp_notes, mtp_refusal
+from treedec.runtimes.vllm.prompts import text_prompt_ids
 from treedec.strategies.base import Strategy
 
 
@@ -20,7 +20,7 @@ def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
     """Why `strategy`'s drafting cannot run on this backend (one line), None when it can, from
     its draft source's declared capabilities (`treedec.engine.draft.DraftSource`): drafts known
     before decoding (`pages_ahead`: HSD's pages and crops) served by treedec's proposer, exact
-    acceptance; drafts on the hidden state (`needs_hidden`: MTP): `vllm_mtp.mtp_refusal`."""
+    acceptance; drafts on the hidden state (`needs_hidden`: MTP): `mtp.mtp_refusal`."""
     from treedec.engine.draft import accept_greedy
 
     name, source = repr(strategy.name), strategy.drafter
@@ -28,7 +28,7 @@ def draft_refusal(strategy: Strategy, cfg: VLLMConfig) -> str | None:
     if source is not None and source.needs_hidden and source.pages_ahead:
         return (f"strategy {name} combines drafts known ahead with drafts on the hidden state (FirstOf: page drafts "
                 f"where they match, MTP where they do not); a vLLM engine has one speculative method: {see}")
-    if source is not None and source.needs_hidden:  # MTP (mtp, hpd): the head as a Medusa draft model (vllm_mtp.py)
+    if source is not None and source.needs_hidden:  # MTP (mtp, hpd): the head as a Medusa draft model (mtp.py)
         return mtp_refusal(strategy, cfg)
     if source is None or not source.pages_ahead:
         return (f"strategy {name} drafts with {type(source).__name__}, which has no vLLM proposer (only drafts known "
@@ -65,7 +65,7 @@ def draft_notes(strategy: Strategy) -> list[str]:
 def draft_engine_cfg(strategy: Strategy, cfg: VLLMConfig, vlm, engines: VLLMEngines) -> VLLMConfig:
     """`cfg` with the page-draft proposer as vLLM's speculative method (K = the source's
     `depth`, the strategy's `max_depth`) and per-request draft counts reported; for drafts on
-    the hidden state, the head bound to `vlm` as a Medusa draft model (`vllm_mtp.mtp_engine_cfg`; its
+    the hidden state, the head bound to `vlm` as a Medusa draft model (`mtp.mtp_engine_cfg`; its
     folder kept by the runtime's `engines`)."""
     from dataclasses import replace
 
