@@ -29,7 +29,7 @@ def test_jsonl_logger_writes_scalars_only(tmp_path):
     assert [json.loads(x) for x in lines] == [{"step": None, "pages": 2}]
 
 
-def test_report_tables_notes_and_no_pages(tmp_path):
+def test_the_report_with_tables_and_notes_and_no_pages(tmp_path):
     png = concurrency_curves(ROWS, tmp_path / "c.png", "title")
     html = write_report(tmp_path, {"pages": 2}, {}, [png], tables={"by <concurrency>": ROWS},
                         notes=["run with concurrency=[1,4,16] <for> the curves"]).read_text()
