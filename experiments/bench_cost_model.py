@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from treedec.results.cost_model import project
 from treedec.engine.pass_log import PassLog
+from treedec.results.cost_model import project
 
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = {"sequential": [], "padoc": [], "crops": [], "hsd": ["strategy.drafts=oracle"]}

@@ -32,9 +32,9 @@ from treedec.data import open_dataset
 from treedec.drafters.mtp import HEAD_DIR
 from treedec.engine.draft_stats import depth_figures
 from treedec.engine.engine import Engine, EngineConfig
-from treedec.results.evaluate import evaluate_pages
-from treedec.models.loader import load_vlm
 from treedec.formats.contract import parse_flat
+from treedec.models.loader import load_vlm
+from treedec.results.evaluate import evaluate_pages
 from treedec.strategies.base import build_strategy
 
 BASES = {"mtp": "sequential", "hpd": "padoc", "ptp": "sequential", "ptp_padoc": "padoc"}

@@ -44,10 +44,10 @@ def main(argv=None) -> dict:
     from treedec.data.synth import SynthConfig, generate_page
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runtimes.embedded import EmbeddedRuntime
-    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
-    from treedec.runtimes.vllm.engine import VLLMEngines
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedRuntime
+    from treedec.runtimes.vllm.engine import VLLMEngines
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import STRATEGIES
 
     torch.set_num_threads(args.threads)

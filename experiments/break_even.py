@@ -148,8 +148,8 @@ def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
     """The job's pages/s with its forwards at `costs`' size (`treedec.results.cost_model.project` on its
     counts), and the vision encoder's time on its images with `vit` (CPU seconds, turned to wall
     seconds by the job's CPU share as the forwards are)."""
-    from treedec.results.cost_model import project
     from treedec.engine.pass_log import PassLog
+    from treedec.results.cost_model import project
 
     cm = project(PassLog(**job["counts"]), costs, job["pages"], job["wall_s"])["cost_model"]
     wall = cm["projected_wall_s"] + (vit_s(job, vit) / (cm["cpu_share"] or 1.0) if vit else 0.0)  # None: wall clock

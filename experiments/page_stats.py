@@ -15,8 +15,8 @@ from pathlib import Path
 from rich.console import Console
 
 from treedec.data import open_dataset
-from treedec.results.depth import page_stats, stats_table, summarize
 from treedec.models.vlm import vlm_tokenizer
+from treedec.results.depth import page_stats, stats_table, summarize
 from treedec.strategies.base import STRATEGIES
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "omnidocbench_demo"

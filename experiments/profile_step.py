@@ -27,8 +27,8 @@ def probe_text(adapter, pages: int, rows: int, keys: int, blocked: bool, steps: 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from treedec.results.cost_model import _timed, step_probe
     from treedec.engine.engine import EngineConfig
+    from treedec.results.cost_model import _timed, step_probe
 
     fn, attn = step_probe(adapter, pages, rows, keys, EngineConfig.dense_waste, blocked=blocked)
     t = _timed([fn], device, budget_s=2.0)[0]

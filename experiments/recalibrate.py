@@ -12,10 +12,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from treedec.results.cost_model import calibrate
 from treedec.data import open_dataset
 from treedec.engine.pass_log import PassLog
 from treedec.models.loader import load_vlm
+from treedec.results.cost_model import calibrate
 from treedec.run.passes import dense_waste
 from treedec.strategies.base import build_strategy
 

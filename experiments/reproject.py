@@ -18,8 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
-from treedec.results.cost_model import project, step_share
 from treedec.engine.pass_log import PassLog
+from treedec.results.cost_model import project, step_share
 from recalibrate import load_job_model, read_job, recalibrate
 
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from treedec.data import open_dataset
-from treedec.results.depth import page_stats
 from treedec.models.bpe_tokenizer import ROW_TAGS, bpe_tokenizer
 from treedec.models.forced import wide_charset
 from treedec.models.vlm import vlm_tokenizer
+from treedec.results.depth import page_stats
 from treedec.strategies.base import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from treedec.results.evaluate import format_floor
 from treedec.formats import FORMATS, get_format
 from treedec.io import load_omnidocbench
+from treedec.results.evaluate import format_floor
 
 COLUMNS = ("text_edit", "text_edit_vs_truth", "table_teds", "reading_order_edit", "layout_f1", "pages_flagged")
 

@@ -83,8 +83,8 @@ def write_tiktoken(path: Path, merges=()) -> Path:
 def run_forced(vlm, name: str, samples, **options):
     """`name` on `samples` with a forced model on the embedded engine, limits raised for the demo pages;
     HSD's drafts from the ground truth (the pipeline OCR reads a demo page in about a minute here)."""
-    from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     if name in ("hsd", "padoc_hsd"):

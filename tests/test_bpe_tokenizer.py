@@ -9,11 +9,11 @@ import pytest
 
 from cli_helpers import treedec
 from conftest import DEMO, ROOT, write_tiktoken
-from treedec.results.depth import page_depth
 from treedec.errors import UserError
+from treedec.formats.contract import BLOCK, CATEGORY_TOKENS, CHILD, EOS, FORK, page_to_flat
 from treedec.models.bpe_tokenizer import bpe_tokenizer
 from treedec.models.vlm import vlm_tokenizer
-from treedec.formats.contract import BLOCK, CATEGORY_TOKENS, CHILD, EOS, FORK, page_to_flat
+from treedec.results.depth import page_depth
 from treedec.strategies.base import STRATEGIES
 
 MERGES = (b"he", b"the", b" the")  # each a pair of lower-ranked tokens: t+he, " "+the

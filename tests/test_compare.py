@@ -7,8 +7,8 @@ from omegaconf import OmegaConf
 from treedec.commands.compare import load_jobs, markdown, table
 from treedec.commands.compare import main as compare
 from treedec.errors import UserError
-from treedec.run.outputs import RunOutput
 from treedec.results.store import write_atomic
+from treedec.run.outputs import RunOutput
 
 
 def _job(root, overrides, **summary):

@@ -185,8 +185,8 @@ def test_calibration_times_the_buckets_that_held_the_step_time():
     """`calibrate` times `timed_buckets`' buckets (the costly few among many cheap ones here) and says
     what share of the run's step forwards they held; each probe's arena holds room for its step's rows,
     so a step writes in place and the arena is the size `ARENAS_TOGETHER` is checked against."""
-    from treedec.results.cost_model import calibrate, step_probe, timed_buckets
     from treedec.engine.kv import KVArena
+    from treedec.results.cost_model import calibrate, step_probe, timed_buckets
 
     torch.set_num_threads(1)
     vlm = ForcedModel("1m", vision_tokens=16)

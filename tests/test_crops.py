@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from treedec.results.depth import page_depth
 from treedec.models.vlm import SHIPPED
+from treedec.results.depth import page_depth
 from treedec.strategies.base import STRATEGIES
 
 from engine_helpers import TOK
@@ -49,8 +49,8 @@ def test_every_fork_is_read_and_steps_are_the_layouts_plus_the_longest_crop():
     the layout's + the longest crop's, and the run's forward passes count both stages' runs."""
     from treedec.data import SynthDataset
     from treedec.models.forced import ForcedModel
-    from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedConfig, EmbeddedRuntime
 
     vlm = ForcedModel("1m", vision_tokens=16)
     tok, crops = vlm.tokenizer, STRATEGIES.get("crops")(vlm.tokenizer)
@@ -86,8 +86,8 @@ def shipped():
     from treedec.data import SynthDataset
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedRuntime
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)

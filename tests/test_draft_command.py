@@ -126,8 +126,8 @@ def test_hsd_from_a_draft_folder_decodes_as_hsd_drafting_itself(drafted_dir, tmp
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import SHIPPED
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     if not (SHIPPED / "model.safetensors").is_file():

@@ -38,8 +38,8 @@ def test_hsd_on_degraded_drafts_is_lossless_and_accepts_less():
     from treedec.data import SynthDataset
     from treedec.engine.engine import EngineConfig
     from treedec.models.vlm import VLM
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedRuntime
 
     torch.set_num_threads(1)
     vlm = VLM.load(SHIPPED)

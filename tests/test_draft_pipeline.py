@@ -117,8 +117,8 @@ def test_padoc_hsd_with_drafter_workers_parses_the_pages_of_drafting_first(pipel
     from treedec.data import open_dataset
     from treedec.models.loader import load_vlm
     from treedec.models.vlm import SHIPPED
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     if not (SHIPPED / "model.safetensors").is_file():

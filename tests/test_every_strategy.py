@@ -21,8 +21,8 @@ from treedec.errors import UserError
 from treedec.models.loader import load_vlm
 from treedec.models.page_model import PageModel, ServedPageModel
 from treedec.models.vlm import MODES, VLM, VLMSpec
-from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.run.stages import drafts_ahead, run_strategy
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from engine_helpers import ForcedRows, ForcedTree

@@ -10,11 +10,11 @@ from cli_helpers import treedec_here
 from conftest import DEMO, run_forced as run, write_tiktoken
 from treedec.data import open_dataset
 from treedec.errors import UserError
+from treedec.formats.contract import page_to_flat
 from treedec.models.bpe_tokenizer import ROW_TAGS
 from treedec.models.forced import ForcedModel
 from treedec.models.qwen3_vl import REQUIRED_TOKENS
 from treedec.models.vlm import MODES
-from treedec.formats.contract import page_to_flat
 from treedec.tokenizer import IMAGE
 
 STRATEGIES = ("sequential", "padoc", "table_rows", "crops", "padoc_hsd")

@@ -21,8 +21,8 @@ from treedec.formats.declare import model_format
 from treedec.models.loader import load_vlm
 from treedec.models.replicas import build_replica
 from treedec.models.replicas.common import HPD_TOKENS
-from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.run.stages import drafts_ahead
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
 from cli_helpers import treedec_here

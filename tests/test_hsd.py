@@ -7,10 +7,10 @@ import torch
 from treedec.data.synth import SynthConfig, generate_page
 from treedec.drafters.page_drafts import PageDraftDrafter
 from treedec.engine.engine import EngineConfig
-from treedec.models.vlm import VLM, VLMSpec
-from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.formats.contract import parse_flat
+from treedec.models.vlm import VLM, VLMSpec
 from treedec.run.stages import drafts_ahead, run_strategy
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import STRATEGIES, build_strategy
 
 from conftest import shared_drafters
@@ -69,8 +69,8 @@ def test_alternative_drafts_propose_every_candidate():
 
 def test_pipeline_boxes_move_to_the_models_grid():
     """`snap`: a drafted box tight on the ink drafts the box the model writes (cell lines)."""
-    from treedec.page import Block, Page
     from treedec.formats.contract import box_to_text
+    from treedec.page import Block, Page
     from treedec.strategies.hsd import on_grid
 
     draft = Page(width=256, height=256, blocks=[Block("text_block", (19.5, 17.0, 238.2, 93.4), "a"),

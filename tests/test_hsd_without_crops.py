@@ -12,8 +12,8 @@ from treedec.data.synth import SynthConfig, generate_page
 from treedec.engine.engine import EngineConfig
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm
-from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.run.stages import drafts_ahead
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 from treedec.strategies.hsd_stage1 import stage1_mode
 
@@ -57,8 +57,8 @@ def test_a_crop_read_as_a_page_is_drafted_as_one_and_its_blocks_are_its_reading(
     is the content of the blocks the model wrote (a random model writes none: '')."""
     from types import SimpleNamespace
 
-    from treedec.page import Block, Page
     from treedec.formats.contract import parse_flat
+    from treedec.page import Block, Page
     from treedec.strategies.hsd_stage1 import crop_reading, page_draft
 
     block = Block("table", (3.0, 4.0, 50.0, 60.0), "<table><tr><td>a b</td></tr></table>")

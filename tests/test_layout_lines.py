@@ -6,8 +6,8 @@ import pytest
 from treedec.drafters.layout_lines import LayoutLines, layout_tree
 from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import continue_draft, grid_values
-from treedec.page import Block, Page
 from treedec.formats.contract import page_to_tree
+from treedec.page import Block, Page
 
 from engine_helpers import TOK
 

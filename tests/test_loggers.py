@@ -6,9 +6,9 @@ import pytest
 
 from test_metrics_command import case  # noqa: F401  (the evaluate fixture)
 from treedec.commands.evaluate import evaluate_dir
+from treedec.report.html import write_report
 from treedec.report.loggers import log_outputs, make_logger, page_rows, summary_scalars
 from treedec.report.plots import concurrency_curves
-from treedec.report.html import write_report
 
 ROWS = [{"concurrency": c, "strategy": s, "pages_per_s": c * k, "p95_latency_s": 1 / (c * k), "throughput_ratio": None}
         for c in (1, 4) for s, k in (("padoc", 2.0), ("sequential", 1.0))]

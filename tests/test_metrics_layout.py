@@ -1,9 +1,9 @@
 """Layout precision / recall / F1 at IoU 0.5 with matching category."""
 import pytest
 
-from treedec.results.evaluate import evaluate_pages
 from treedec.metrics import iou, layout_counts
 from treedec.page import Block, Page
+from treedec.results.evaluate import evaluate_pages
 
 
 def page(blocks, width=100, height=100) -> Page:

@@ -6,8 +6,8 @@ import random
 import pytest
 
 from test_metrics_text import RICH_PAGE, make_page
-from treedec.results.evaluate import evaluate_pages, load_predictions
 from treedec.metrics import markdown_to_blocks
+from treedec.results.evaluate import evaluate_pages, load_predictions
 
 NASTY = [
     "", "\n\n\n", "$$", "$$ \\frac{ $$ $ \\[ ``` | a |\n|", "<table><tr><td>unclosed", "</table></table>",

@@ -1,10 +1,10 @@
 """TEDS on hand-computed tables, pipe tables, and malformed HTML."""
 import pytest
 
-from treedec.results.evaluate import evaluate_pages
 from treedec.metrics import markdown_to_blocks, normalize_table_html, teds
 from treedec.metrics.markdown_tables import pipe_tables_to_html
 from treedec.page import Block, Page
+from treedec.results.evaluate import evaluate_pages
 
 GT = "<table><tr><td>ab</td><td>cd</td></tr><tr><td>ef</td><td>gh</td></tr></table>"
 

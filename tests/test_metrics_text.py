@@ -1,11 +1,11 @@
 """Text and formula normalization, edit distances, and perfect scores for identical pages."""
 import pytest
 
-from treedec.results.evaluate import evaluate_pages
 from treedec.io import page_to_markdown
 from treedec.metrics import normalize_formula, normalize_text, normalized_edit_distance
 from treedec.metrics.edit_distance import EditTally, page_average, whole
 from treedec.page import Block, Page
+from treedec.results.evaluate import evaluate_pages
 
 TABLE = "<table><tr><td>ab</td><td>cd</td></tr><tr><td>ef</td><td>gh</td></tr></table>"
 

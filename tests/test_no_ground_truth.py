@@ -13,8 +13,8 @@ from treedec.drafters.mtp import HEAD_DIR
 from treedec.engine.engine import EngineConfig
 from treedec.models.mtp_head import CONFIG
 from treedec.models.vlm import SHIPPED
-from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.run.stages import run_strategy
+from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.strategies.base import build_strategy
 
 PAGES = 2

@@ -5,8 +5,8 @@ the same buckets the run timed, each probed, and a larger model's probes cost mo
 import pytest
 import torch
 
-from treedec.results.cost_model import project
 from treedec.engine.pass_log import PassLog
+from treedec.results.cost_model import project
 
 from cli_helpers import treedec_here
 from conftest import load_script

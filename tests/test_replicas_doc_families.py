@@ -7,8 +7,8 @@ import torch
 from PIL import Image
 
 from treedec.errors import UserError
-from treedec.models.replicas import build_replica
 from treedec.formats.contract import CATEGORY_TOKENS, CONTROL
+from treedec.models.replicas import build_replica
 
 FAMILIES = ("idefics3", "paddleocr_vl", "hunyuan_vl")
 

@@ -8,9 +8,9 @@ from bs4 import BeautifulSoup
 from PIL import Image
 
 from treedec.page import Block
-from treedec.report.plots import BRANCH_COLOURS, draw_regions
 from treedec.report.html import write_report
 from treedec.report.lead import PageView, lead_rows, why
+from treedec.report.plots import BRANCH_COLOURS, draw_regions
 
 SUMMARY = {"strategy": "padoc", "pages": 2, "text_edit": 0.03312, "layout_f1": 0.9712, "median_steps": 64.0,
            "pages_per_s": 1.2345, "p95_latency_s": 3.2109, "steps_ratio": 1.5625, "throughput_ratio": 1.4444,

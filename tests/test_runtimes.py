@@ -11,8 +11,8 @@ from treedec.errors import UserError
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.embedded import EmbeddedRuntime
 from treedec.runtimes.select import make_runtime
-from treedec.runtimes.vllm.runtime import VLLMRuntime
 from treedec.runtimes.vllm.engine import VLLMConfig
+from treedec.runtimes.vllm.runtime import VLLMRuntime
 from treedec.strategies.base import build_strategy
 from treedec.tokenizer import Tokenizer
 

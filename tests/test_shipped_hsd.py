@@ -38,8 +38,8 @@ def plain(model_pages):
                                        ({"name": "padoc_hsd", "mtp": True}, "padoc")],
                          ids=["hsd", "padoc_hsd", "padoc_hsd-mtp"])
 def test_pipeline_drafted_hsd_is_lossless_on_the_shipped_model(model_pages, plain, cfg, base):
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import drafts_ahead
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples, cache = model_pages

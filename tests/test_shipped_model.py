@@ -29,8 +29,8 @@ def shipped():
 def test_shipped_model_reads_held_out_pages(shipped, strategy):
     from treedec.engine.engine import EngineConfig
     from treedec.results.evaluate import evaluate_pages
-    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.run.stages import run_strategy
+    from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.strategies.base import build_strategy
 
     vlm, samples = shipped

@@ -5,12 +5,12 @@ import pytest
 from omegaconf import OmegaConf
 
 import treedec
-from treedec.results.depth import page_depth
 from treedec.engine.engine import Engine
 from treedec.errors import UserError
+from treedec.formats.contract import page_to_flat
 from treedec.models.adapter import CausalLMAdapter
 from treedec.page import Block, Page
-from treedec.formats.contract import page_to_flat
+from treedec.results.depth import page_depth
 from treedec.strategies.base import STRATEGIES, build_strategy, default_config
 
 from engine_helpers import TOK, ForcedRows, prompt, tiny_llama

@@ -7,9 +7,9 @@ import pytest
 from conftest import DEMO, load_script
 from treedec.data import open_dataset
 from treedec.data.synth import PRESETS, SynthConfig, generate_page, synth_config
-from treedec.results.depth import page_stats, summarize
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, vlm_tokenizer
+from treedec.results.depth import page_stats, summarize
 from treedec.strategies.base import STRATEGIES
 
 # The real demo pages' quartiles [q1, median, q3], as measured by

@@ -226,9 +226,9 @@ def test_runtime_vllm_gives_the_embedded_engines_ids(tmp_path):
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_model
     from treedec.models.replicas import build_replica
+    from treedec.run.stages.recording import run_with_ids
     from treedec.runtimes.embedded import EmbeddedRuntime
     from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
-    from treedec.run.stages.recording import run_with_ids
     from treedec.strategies.base import STRATEGIES
 
     folder = build_replica("paddleocr_vl", tmp_path / "paddleocr_vl")
@@ -263,8 +263,8 @@ def tree_runs(request, tmp_path_factory):
     from treedec.engine.engine import EngineConfig
     from treedec.models.loader import load_model
     from treedec.models.replicas import build_replica
-    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.run.stages.recording import run_with_ids
+    from treedec.runtimes.vllm.runtime import VLLMConfig, VLLMRuntime
     from treedec.strategies.base import STRATEGIES
 
     from vllm_forced import ForcedEmbedded, forced_logits_class, forced_plan, use_plan

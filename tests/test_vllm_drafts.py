@@ -103,8 +103,8 @@ def test_unsupported_drafting_is_refused_in_one_line(params, cfg, words):
 
 def test_a_drafter_without_a_proposer_is_refused():
     from treedec.drafters.page_drafts import SequenceDrafter
-    from treedec.runtimes.vllm.runtime import VLLMConfig
     from treedec.runtimes.vllm.hsd import draft_refusal
+    from treedec.runtimes.vllm.runtime import VLLMConfig
     from treedec.strategies.base import STRATEGIES
     from treedec.tokenizer import Tokenizer
 

@@ -22,8 +22,8 @@ from treedec.cluster.results import merged
 from treedec.cluster.stages import Decoder, Drafter, read_pages
 from treedec.errors import UserError
 from treedec.records import PageRecord, RunResult
-from treedec.run.passes import charge_write
 from treedec.results.store import plain
+from treedec.run.passes import charge_write
 
 INSTALL_HINT = 'pip install -e ".[ray]"'
 

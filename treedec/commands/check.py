@@ -13,10 +13,10 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from treedec.results.check import PageCheck, check_pages
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm
+from treedec.results.check import PageCheck, check_pages
 from treedec.run.outputs import RunOutput
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -20,11 +20,11 @@ from typing import Any
 from treedec.cpu import describe
 from treedec.errors import UserError
 from treedec.formats import get_format
-from treedec.run.outputs import RunOutput
-from treedec.run.remote import is_url
 from treedec.report.html import write_report
 from treedec.report.lead import Mark, direction
 from treedec.results.store import NOT_IN_KEY, results
+from treedec.run.outputs import RunOutput
+from treedec.run.remote import is_url
 
 # (summary key, label, how it compares: "down" = lower is better, "up" = higher, "delta" = difference)
 FIGURES = (("text_edit", "text edit", "delta"),

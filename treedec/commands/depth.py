@@ -9,11 +9,11 @@ from rich.table import Table
 from tqdm import tqdm
 
 from treedec.data import open_dataset
-from treedec.results.depth import page_stats, quartiles, stats_table, summarize
 from treedec.models.loader import checkpoint_path
 from treedec.models.vlm import checkpoint_pages, vlm_tokenizer
-from treedec.run.outputs import RunOutput
 from treedec.report.plots import depth_histograms
+from treedec.results.depth import page_stats, quartiles, stats_table, summarize
+from treedec.run.outputs import RunOutput
 from treedec.strategies.base import build_strategy
 
 

@@ -20,8 +20,8 @@ from treedec.data import open_dataset
 from treedec.io.omnidocbench import page_to_omnidocbench
 from treedec.ocr.clock import STAGES
 from treedec.ocr.folder import HASH_KEY, SUBDIR, draft_file
-from treedec.run.outputs import RunOutput, write_json
 from treedec.page import Page
+from treedec.run.outputs import RunOutput, write_json
 
 
 def drafter_of(options):

@@ -10,12 +10,12 @@ from rich.console import Console
 from rich.table import Table
 
 from treedec.errors import UserError
-from treedec.results.evaluate import evaluate_pages, load_predictions, load_raw_predictions
 from treedec.io import load_omnidocbench
 from treedec.metrics import OVERALL_NOTE
-from treedec.run.outputs import RunOutput
-from treedec.report.plots import histogram, per_page_bars
 from treedec.report.html import write_report
+from treedec.report.plots import histogram, per_page_bars
+from treedec.results.evaluate import evaluate_pages, load_predictions, load_raw_predictions
+from treedec.run.outputs import RunOutput
 
 PAGE_COLUMNS = {"text_edit": "text", "formula_edit": "formula", "table_teds": "TEDS", "table_teds_s": "TEDS-S",
                 "reading_order_edit": "order", "layout_f1": "layout"}

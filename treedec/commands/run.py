@@ -18,19 +18,19 @@ from treedec.data import open_dataset
 from treedec.formats.declare import model_format
 from treedec.io.documents import write_documents
 from treedec.models.loader import load_vlm
-from treedec.run.outputs import RunOutput
-from treedec.report.plots import concurrency_curves, steps_histogram, stream_timelines
-from treedec.results.quality import quality_figures
 from treedec.records import RunResult
 from treedec.report.html import write_report
 from treedec.report.lead import lead_rows, why
+from treedec.report.plots import concurrency_curves, steps_histogram, stream_timelines
 from treedec.report.tables import level_rows, phase_rows, print_levels, print_summary
-from treedec.run.resume import Sitting
+from treedec.results.quality import quality_figures
+from treedec.results.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
+from treedec.run.outputs import RunOutput
 from treedec.run.passes import run_pass
+from treedec.run.resume import Sitting
 from treedec.run.summary import run_summary, runtime_notes
 from treedec.runtimes.base import Runtime
 from treedec.runtimes.select import make_runtime
-from treedec.results.speed import CURVES_HINT, add_ratios, concurrency_levels, measure_levels
 
 __all__ = ["main"]
 

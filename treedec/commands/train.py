@@ -8,11 +8,11 @@ import torch
 from omegaconf import OmegaConf
 
 from treedec.errors import UserError
-from treedec.report.loggers import make_logger
 from treedec.models.loader import load_model
 from treedec.models.vlm import VLM, VLMSpec
-from treedec.run.outputs import RunOutput
+from treedec.report.loggers import make_logger
 from treedec.report.plots import training_curves
+from treedec.run.outputs import RunOutput
 from treedec.training.trainer import TrainConfig, Trainer
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from treedec.errors import UserError
+from treedec.formats.contract import FORK, ParseResult, TreeText
 from treedec.page import Block, Page
 from treedec.registry import Registry
-from treedec.formats.contract import FORK, ParseResult, TreeText
 
 MODES = ("page", "tree", "layout", "crop")
 MODE_ALIASES = {"flat": "page"}  # treedec's own name of the page mode

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.contract import ParseResult
 from treedec.formats.grid import Categories, from_grid, on_grid
 from treedec.formats.otsl import html_to_otsl, otsl_to_html
 from treedec.page import Block, Page
-from treedec.formats.contract import ParseResult
 
 GRID = 500
 CATEGORIES = Categories({

@@ -24,10 +24,10 @@ import json
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.contract import ParseResult
 from treedec.formats.grid import Categories, on_grid
 from treedec.formats.json_list import read_json_blocks
 from treedec.page import Block, Page
-from treedec.formats.contract import ParseResult
 
 CATEGORIES = Categories({
     "title": "Title", "text_block": "Text", "figure": "Picture", "figure_caption": "Caption",

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.contract import BLOCK, CHILD, EOS, ParseResult, TreeText, block_chunks, flat_to_tree
 from treedec.formats.grid import Categories, from_grid, on_grid
 from treedec.page import Block, Page
-from treedec.formats.contract import BLOCK, CHILD, EOS, ParseResult, TreeText, block_chunks, flat_to_tree
 
 CATEGORIES = Categories({
     "title": "title", "text_block": "text", "figure": "image", "figure_caption": "image_caption",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from treedec.formats.contract import ParseResult
 from treedec.formats.grid import Categories, from_grid
 from treedec.page import Block, Page
-from treedec.formats.contract import ParseResult
 
 
 def read_json_blocks(text: str, page: Page, categories: Categories, keys: tuple[str, str, str],

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from treedec.formats.base import FORMATS, Format
-from treedec.page import Block, Page
 from treedec.formats.contract import ParseResult
+from treedec.page import Block, Page
 
 SKIPPED = frozenset({"figure", "text_mask", "table_mask"})
 _PARAGRAPH = re.compile(r"\s*(\$\$.*?\$\$|<table\b.*?</table>|(?:(?!\n\s*\n).)+)", re.S)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.contract import ParseResult
 from treedec.formats.crop_reads import OtslCropReads
 from treedec.formats.grid import Categories, from_grid, on_grid
 from treedec.page import Block, Page
-from treedec.formats.contract import ParseResult
 
 CATEGORIES = Categories({
     "title": "title", "text_block": "text", "figure": "image", "figure_caption": "image_caption",

@@ -16,11 +16,11 @@ import json
 import re
 
 from treedec.formats.base import FORMATS, Format
+from treedec.formats.contract import ParseResult
 from treedec.formats.crop_reads import OtslCropReads
 from treedec.formats.grid import Categories, on_grid
 from treedec.formats.json_list import read_json_blocks
 from treedec.page import Block, Page
-from treedec.formats.contract import ParseResult
 
 CATEGORIES = Categories({
     "title": "paragraph_title", "text_block": "text", "figure": "image", "figure_caption": "figure_title",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from treedec.formats.base import FORMATS, Format
-from treedec.page import Page
 from treedec.formats.contract import BLOCK, CHILD, EOS, ParseResult, TreeText, page_to_flat, page_to_tree, parse_flat
+from treedec.page import Page
 
 _CONTENT = re.compile(re.escape(CHILD) + r"(.*?)(?=" + re.escape(BLOCK) + "|" + re.escape(EOS) + r"|$)", re.S)
 

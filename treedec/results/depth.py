@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from treedec.page import Page
 from treedec.formats.contract import CHILD, FORK, block_layout
+from treedec.page import Page
 from treedec.strategies.base import Strategy
 
 # Region kinds the statistics group categories into (what drives depth: long text, tables, formulas).

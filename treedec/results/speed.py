@@ -8,8 +8,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from treedec.errors import UserError
-from treedec.run.phases import PHASES
 from treedec.records import RunResult
+from treedec.run.phases import PHASES
 
 CURVES_HINT = "concurrency=[1,4,16]"
 

@@ -17,8 +17,8 @@ from treedec.engine.engine import PENDING
 from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.vlm import VLM
-from treedec.run.phases import PhaseClock
 from treedec.records import PageRecord, RunResult, page_record, unreadable
+from treedec.run.phases import PhaseClock
 from treedec.runtimes.base import Runtime
 from treedec.strategies.base import Strategy
 

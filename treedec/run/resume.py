@@ -27,9 +27,9 @@ from typing import Any, Iterator, Mapping
 from treedec.data import FilesDataset
 from treedec.errors import UserError
 from treedec.io.omnidocbench import page_from_omnidocbench
-from treedec.run.outputs import write_text_atomic
 from treedec.records import PageRecord, RunResult
 from treedec.results.store import code_version, effective_pages, plain, weights_sha256
+from treedec.run.outputs import write_text_atomic
 
 FOLDER = "resume"
 FINGERPRINT = "fingerprint.json"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from treedec.engine.draft_stats import depth_figures
-from treedec.results.quality import QUALITY_KEYS, quality_figures, truth_text_edit
 from treedec.records import RunResult
+from treedec.results.quality import QUALITY_KEYS, quality_figures, truth_text_edit
 from treedec.results.speed import speed_figures, step_figures
 
 

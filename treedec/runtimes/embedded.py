@@ -9,8 +9,8 @@ from treedec.data.sample import Sample
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.pass_log import PassLog
-from treedec.run.parse_pages import parse_pages
 from treedec.records import RunResult
+from treedec.run.parse_pages import parse_pages
 from treedec.runtimes.base import config_from
 from treedec.strategies.base import Strategy
 

@@ -11,9 +11,9 @@ from PIL import Image
 
 from treedec.data.sample import Sample
 from treedec.data.synth.content import formula
+from treedec.formats.contract import category_token
 from treedec.graph import DecodingGraph
 from treedec.models.vlm import VLM
-from treedec.formats.contract import category_token
 from treedec.strategies.base import Strategy
 from treedec.training.packing import flat_graph
 

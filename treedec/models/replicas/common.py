@@ -38,8 +38,8 @@ def format_tokens(model_type: str, own: str | None, fmt: str | None) -> tuple:
     from tokenizers import AddedToken
 
     from treedec.errors import UserError
-    from treedec.models.vlm import MODES
     from treedec.formats.contract import CATEGORY_TOKENS, CONTROL
+    from treedec.models.vlm import MODES
 
     if fmt in (None, own):
         return ()

@@ -12,11 +12,11 @@ import time
 from contextlib import nullcontext
 from typing import Callable
 
-from treedec.run.phases import PhaseClock
 from treedec.records import PageRecord, RunResult
-from treedec.runtimes.base import Runtime
+from treedec.run.phases import PhaseClock
 from treedec.run.stages.in_flight import crops_in_flight
 from treedec.run.stages.merge import MAIN, merged
+from treedec.runtimes.base import Runtime
 from treedec.strategies.base import Strategy
 from treedec.strategies.stages import AfterDecoding
 

@@ -16,11 +16,11 @@ from contextlib import nullcontext
 from typing import Iterable, Iterator
 
 from treedec.engine.engine import PENDING
-from treedec.run.phases import PhaseClock
 from treedec.records import PageRecord, RunResult
-from treedec.runtimes.base import Runtime
+from treedec.run.phases import PhaseClock
 from treedec.run.stages.in_flight import crops_in_flight
 from treedec.run.stages.merge import MAIN, merged, moved
+from treedec.runtimes.base import Runtime
 from treedec.strategies.base import Strategy
 from treedec.strategies.stages import BeforeDecoding, Drafted
 

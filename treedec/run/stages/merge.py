@@ -3,8 +3,8 @@ phases add up to it (each stage's run timed as its phase, the page decode's own 
 forward passes and notes summed, and where drafts came from said once."""
 from __future__ import annotations
 
-from treedec.run.phases import PhaseClock
 from treedec.records import RunResult
+from treedec.run.phases import PhaseClock
 
 
 MAIN = "main"  # the clock's phase around the page decode's run: replaced by that run's own phases

@@ -9,9 +9,9 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from treedec.records import PageRecord, RunResult
-from treedec.runtimes.base import Runtime
 from treedec.run.stages.after import read_after
 from treedec.run.stages.before import decode_drafted
+from treedec.runtimes.base import Runtime
 from treedec.strategies.base import Strategy
 
 

@@ -52,8 +52,8 @@ from treedec.engine.pass_log import PassLog
 from treedec.errors import UserError
 from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
-from treedec.run.parse_pages import parse_pages
 from treedec.records import RunResult
+from treedec.run.parse_pages import parse_pages
 from treedec.runtimes.vllm.engine import Served, VLLMConfig, VLLMEngines
 from treedec.runtimes.vllm.hsd import draft_engine_cfg, draft_notes, draft_refusal, drafting, write_drafts
 from treedec.runtimes.vllm.prompts import checkpoint_folder, text_prompt_ids
