@@ -18,6 +18,7 @@ it runs in any Python 3.11 without the project's libraries):
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ PACKAGE = ROOT / "treedec"
 MAX_TOP_MODULES = 12
 MAX_FUNCTION = 60
 ELSEWHERE = ("tests", "experiments", "scripts", "strategies")  # code outside the package that imports it
-TEXT_SUFFIXES = {".md", ".yaml", ".yml", ".toml", ".sh", ".cfg", ".txt", ".py"}
+TEXT_SUFFIXES = {".md", ".yaml", ".yml", ".toml", ".sh", ".cfg", ".txt", ".py", ".cff", ""}  # "": .ci/run and such
 SKIP_DIRS = {".git", "runs", ".venv", ".venv-ci", "__pycache__", "outputs", "multirun", "wandb"}
 DOTTED = re.compile(r"(?<![\w.])treedec(?:\.[A-Za-z_]\w*)+")
 PATH = re.compile(r"(?<![\w./-])treedec/[\w/.-]*\w(?:\.py|\.yaml|\.md|/)")
@@ -79,6 +80,7 @@ class Package:
             name = module_name(folder / "__init__.py")
             if name not in self.files:
                 self.files[name], self.trees[name] = folder / "__init__.py", ast.Module(body=[], type_ignores=[])
+        self.scans = {m: Scan(tree, m, self.files[m].name == "__init__.py") for m, tree in self.trees.items()}
         self.names: dict[str, set[str]] = {}
         self.open: set[str] = set()
         for m, tree in self.trees.items():
@@ -101,29 +103,41 @@ class Package:
         return bool(mod) and (not rest or rest[0] in self.names[mod] or rest[0].startswith("__") or mod in self.open)
 
 
-def _in_function(tree: ast.AST) -> set[int]:
-    """ids of the import nodes inside a function (deferred: they run when it does)."""
-    out = set()
-    for f in ast.walk(tree):
-        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            out |= {id(n) for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    return out
+class Scan:
+    """What one file's tree names, read in one walk: its imports (module, name or None, and whether
+    inside a function: deferred, it runs when the function does; relative ones made absolute),
+    its string constants and its attribute chains rooted at the name `treedec`."""
 
-
-def imports(tree: ast.AST, mod: str, is_pkg: bool) -> list[tuple[ast.stmt, str, str | None]]:
-    """(node, module, name or None) of every import of `tree`, relative ones made absolute."""
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [(node, a.name, None) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                anchor = anchor[:len(anchor) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            out += [(node, base, a.name) for a in node.names]
-    return out
+    def __init__(self, tree: ast.AST, mod: str, is_pkg: bool) -> None:
+        self.imports: list[tuple[int, str, str | None, bool]] = []
+        self.strings: list[tuple[int, str]] = []
+        self.chains: list[tuple[int, str]] = []
+        self.functions: list[tuple[int, str, int]] = []  # line, name, length in lines
+        stack: list[tuple[ast.AST, bool, bool]] = [(tree, False, False)]  # node, in a function, under an Attribute
+        while stack:
+            node, deferred, in_attr = stack.pop()
+            if isinstance(node, ast.Import):
+                self.imports += [(node.lineno, a.name, None, deferred) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    anchor = anchor[:len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                self.imports += [(node.lineno, base, a.name, deferred) for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self.strings.append((node.lineno, node.value))
+            elif isinstance(node, ast.Attribute) and not in_attr:
+                chain, n = [], node
+                while isinstance(n, ast.Attribute):
+                    chain.append(n.attr)
+                    n = n.value
+                if isinstance(n, ast.Name) and n.id == "treedec":
+                    self.chains.append((node.lineno, ".".join(["treedec", *reversed(chain)])))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.append((node.lineno, node.name, node.end_lineno - node.lineno + 1))
+            inner = deferred or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            stack += [(c, inner, isinstance(node, ast.Attribute)) for c in ast.iter_child_nodes(node)]
 
 
 def _packages_run(target: str, mod: str) -> list[str]:
@@ -140,15 +154,14 @@ def import_graphs(pkg: Package) -> tuple[dict[str, set[str]], dict[str, set[str]
     import of `a.b.c` also runs package `a.b`'s `__init__.py`: that counts as an import of it."""
     top: dict[str, set[str]] = {m: set() for m in pkg.files}
     every: dict[str, set[str]] = {m: set() for m in pkg.files}
-    for mod, tree in pkg.trees.items():
-        deferred = _in_function(tree)
-        for node, base, name in imports(tree, mod, pkg.files[mod].name == "__init__.py"):
+    for mod, scan in pkg.scans.items():
+        for _, base, name, deferred in scan.imports:
             target = f"{base}.{name}" if name and f"{base}.{name}" in pkg.files else base
             target = pkg.module_of(target)[0]
             for t in [target, *_packages_run(target, mod)] if target else []:
                 if t != mod:
                     every[mod].add(t)
-                    if id(node) not in deferred:
+                    if not deferred:
                         top[mod].add(t)
     return top, every
 
@@ -189,44 +202,33 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def broken_imports(pkg: Package, path: Path, tree: ast.AST) -> list[str]:
+def broken_imports(pkg: Package, path: Path, scan: Scan) -> list[str]:
     """Imports of treedec modules or names that do not exist, and dotted treedec names in strings
     and attribute chains (`treedec.x.y`) that do not resolve."""
     rel = path.relative_to(ROOT)
-    mod = module_name(path) if rel.parts[0] == "treedec" else ""
     bad = []
-    for node, base, name in imports(tree, mod, path.name == "__init__.py"):
+    for lineno, base, name, _ in scan.imports:
         if not (base == "treedec" or base.startswith("treedec.")):
             continue
         dotted = f"{base}.{name}" if name and name != "*" else base
         ok = base in pkg.files and (name is None or name == "*" or dotted in pkg.files or pkg.resolves(dotted))
         if not ok:
-            bad.append(f"{rel}:{node.lineno}: import of {dotted}: no such treedec module or name")
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.fullmatch(node.value):
-            if not pkg.resolves(node.value) and node.value not in NOT_MODULES:
-                bad.append(f"{rel}:{node.lineno}: string {node.value!r} names no treedec module or name")
-        elif isinstance(node, ast.Attribute) and not isinstance(getattr(node, "_parent", None), ast.Attribute):
-            chain, n = [], node
-            while isinstance(n, ast.Attribute):
-                chain.append(n.attr)
-                n = n.value
-            if isinstance(n, ast.Name) and n.id == "treedec":
-                dotted = ".".join(["treedec", *reversed(chain)])
-                if not pkg.resolves(dotted):
-                    bad.append(f"{rel}:{node.lineno}: {dotted} names no treedec module or name")
-        for child in ast.iter_child_nodes(node):
-            child._parent = node  # type: ignore[attr-defined]
+            bad.append(f"{rel}:{lineno}: import of {dotted}: no such treedec module or name")
+    for lineno, value in scan.strings:
+        if DOTTED.fullmatch(value) and not pkg.resolves(value) and value not in NOT_MODULES:
+            bad.append(f"{rel}:{lineno}: string {value!r} names no treedec module or name")
+    bad += [f"{rel}:{lineno}: {dotted} names no treedec module or name"
+            for lineno, dotted in scan.chains if not pkg.resolves(dotted)]
     return bad
 
 
 def text_files() -> list[Path]:
+    """The repository's text files (docs, configs, scripts, code), build and run folders left out."""
     out = []
-    for p in sorted(ROOT.rglob("*")):
-        parts = set(p.relative_to(ROOT).parts)
-        if p.is_file() and p.suffix in TEXT_SUFFIXES and not SKIP_DIRS & parts and not any(
-                x.endswith(".egg-info") for x in parts):
-            out.append(p)
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                         and (d == ".ci" or not d.startswith(".")))  # data folders (.demo, .whl, ...) left out
+        out += [Path(folder) / f for f in sorted(files) if Path(f).suffix in TEXT_SUFFIXES]
     return out
 
 
@@ -260,9 +262,8 @@ def stale_mentions(pkg: Package) -> list[str]:
 
 
 def long_functions(pkg: Package) -> list[str]:
-    return [f"{pkg.files[m].relative_to(ROOT)}:{n.lineno}: {n.name} has {n.end_lineno - n.lineno + 1} lines"
-            for m, tree in pkg.trees.items() for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION]
+    return sorted(f"{pkg.files[m].relative_to(ROOT)}:{line}: {name} has {n} lines"
+                  for m, scan in pkg.scans.items() for line, name, n in scan.functions if n > MAX_FUNCTION)
 
 
 def main() -> int:
@@ -279,11 +280,11 @@ def main() -> int:
         failures += [f"import circle ({label}): " + " <-> ".join(c) for c in found]
     bad = []
     for p in sorted(PACKAGE.rglob("*.py")):
-        bad += broken_imports(pkg, p, pkg.trees[module_name(p)])
+        bad += broken_imports(pkg, p, pkg.scans[module_name(p)])
     for folder in ELSEWHERE:
         for p in sorted((ROOT / folder).rglob("*.py")):
             if not SKIP_DIRS & set(p.relative_to(ROOT).parts):
-                bad += broken_imports(pkg, p, ast.parse(p.read_text(encoding="utf-8"), str(p)))
+                bad += broken_imports(pkg, p, Scan(ast.parse(p.read_text(encoding="utf-8"), str(p)), "", False))
     print(f"(c) broken imports and dotted names (treedec/, {', '.join(ELSEWHERE)}/): {len(bad)}")
     failures += bad
     stale = stale_mentions(pkg)
