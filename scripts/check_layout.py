@@ -255,8 +255,9 @@ def stale_mentions(pkg: Package) -> list[str]:
                 if not (ROOT / named).exists() and named not in NOT_PATHS:
                     bad.append(f"{rel}:{lineno}: names {named} (no such file or folder)")
                 siblings = re.match(r"(?: · [\w.]+\.py)*", line[m.end():]).group(0)  # `a/b.py · c.py`: a/c.py
+                folder = named.rpartition("/")[0]
                 for sib in re.findall(r"[\w.]+\.py", siblings):
-                    if not (ROOT / named.rpartition("/")[0] / sib).exists() and f"{named.rpartition('/')[0]}/{sib}" not in NOT_PATHS:
+                    if not (ROOT / folder / sib).exists() and f"{folder}/{sib}" not in NOT_PATHS:
                         bad.append(f"{rel}:{lineno}: names {sib} beside {named} (no such file in its folder)")
     return bad
 
