@@ -5,7 +5,8 @@ it runs in any Python 3.11 without the project's libraries):
   (a) treedec/'s top level holds at most 12 modules (`__init__.py` and `__main__.py` included);
   (b) no import circle among treedec's modules (Tarjan): module-level imports must not circle
       (an import inside a function may break one), and, as tests/test_import_cycles.py asks,
-      neither may all imports together; both are reported;
+      neither may all imports together; both are reported (an import of `treedec.a.b` runs package
+      `treedec.a`'s `__init__.py` first: that counts as an import of it too);
   (c) every treedec module an import names exists, and a name `from treedec.X import name` takes
       is bound in X (or is a module of package X) -- in treedec/, tests/, experiments/, scripts/
       and strategies/; dotted names `treedec.X.name` in strings (monkeypatch targets, Hydra
