@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.results.cost_model import project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def figures(summary: dict) -> dict:
     projected without its step costs (prefills only) over the same counts."""
     cm = summary["cost_model"]
     costs = {k: v for k, v in cm["costs"].items() if k == "clock" or "prefill" in k}
-    blind = project(PassLog(**cm["counts"]), costs, summary["pages"], cm["wall_s"])["projected_pages_per_s"]
+    blind = project(ForwardLog(**cm["counts"]), costs, summary["pages"], cm["wall_s"])["projected_pages_per_s"]
     return {"pages_per_s": summary["pages_per_s"], "projected_pages_per_s": summary["projected_pages_per_s"],
             "projection_error": summary["projection_error"], "model_share": cm["model_measured_s"] / cm["wall_s"],
             "projected_without_step_costs": blind}

@@ -1,7 +1,7 @@
 """Where does each strategy break even with sequential, by model size? A PROJECTION from one
 measured forced sweep, labelled so; the measured size is its check.
 
-Under forcing a run's counts do not depend on the model's size (`treedec.engine.pass_log`: steps
+Under forcing a run's counts do not depend on the model's size (`treedec.engine.forward_log`: steps
 by rows and pages, attention score elements, prefill tokens), nor do the engine's own seconds
 (drafting, acceptance, bookkeeping) or the rest (reading pages, drafting before decoding,
 writing). Only the forwards' time does. So, per job of the sweep and per size S, the job's
@@ -90,13 +90,13 @@ def size_costs(found: list[dict], size: str, budget_s: float, overrides: dict | 
     e.g. the device and dtype), each probe alone."""
     import gc
 
-    from treedec.engine.pass_log import PassLog
+    from treedec.engine.forward_log import ForwardLog
     from recalibrate import load_job_model, recalibrate
 
     vlm, samples = load_job_model(found[0]["cfg"], size, overrides)
     memo, out = {}, {}
     for j in found:
-        out[j["job"]] = recalibrate(vlm, samples, j["cfg"], PassLog(**j["counts"]), j["in_flight"],
+        out[j["job"]] = recalibrate(vlm, samples, j["cfg"], ForwardLog(**j["counts"]), j["in_flight"],
                                     budget_s=budget_s, apart=True, memo=memo)
         print(f"  {size} {j['job']}: {out[j['job']]['calibration_s']:.0f} s of probes", flush=True)
     del vlm, samples
@@ -148,10 +148,10 @@ def projected(job: dict, costs: dict, vit: dict | None = None) -> float:
     """The job's pages/s with its forwards at `costs`' size (`treedec.results.cost_model.project` on its
     counts), and the vision encoder's time on its images with `vit` (CPU seconds, turned to wall
     seconds by the job's CPU share as the forwards are)."""
-    from treedec.engine.pass_log import PassLog
+    from treedec.engine.forward_log import ForwardLog
     from treedec.results.cost_model import project
 
-    cm = project(PassLog(**job["counts"]), costs, job["pages"], job["wall_s"])["cost_model"]
+    cm = project(ForwardLog(**job["counts"]), costs, job["pages"], job["wall_s"])["cost_model"]
     wall = cm["projected_wall_s"] + (vit_s(job, vit) / (cm["cpu_share"] or 1.0) if vit else 0.0)  # None: wall clock
     return job["pages"] / wall
 

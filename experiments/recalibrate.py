@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from treedec.data import open_dataset
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.models.loader import load_vlm
 from treedec.results.cost_model import calibrate
 from treedec.run.passes import dense_waste
@@ -36,8 +36,8 @@ def load_job_model(cfg: DictConfig, size: str | None = None, overrides: dict | N
     return vlm, list(open_dataset(cfg.data, model_pages=vlm.pages))
 
 
-def recalibrate(vlm, samples: list, cfg: DictConfig, log: PassLog, in_flight: int, **kwargs) -> dict[str, Any]:
-    """`calibrate`'s times for a job's passes `log` (`PassLog(**` summary.json's cost_model.counts `)`) with
+def recalibrate(vlm, samples: list, cfg: DictConfig, log: ForwardLog, in_flight: int, **kwargs) -> dict[str, Any]:
+    """`calibrate`'s times for a job's passes `log` (`ForwardLog(**` summary.json's cost_model.counts `)`) with
     `vlm`, at the job's prompt mode, pages in flight and dense-attention rule; `kwargs`: budget_s, apart, memo."""
     mode = build_strategy(OmegaConf.to_container(cfg.strategy), vlm.tokenizer).mode
     return calibrate(vlm, mode, samples, log, int(in_flight),

@@ -18,7 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.results.cost_model import project, step_share
 from recalibrate import load_job_model, read_job, recalibrate
 
@@ -31,7 +31,7 @@ def main() -> None:
     a = ap.parse_args()
     summary, cfg = read_job(a.run)
     cm = summary["cost_model"]
-    log = PassLog(**cm["counts"])
+    log = ForwardLog(**cm["counts"])
     vlm, samples = load_job_model(cfg)
     costs = recalibrate(vlm, samples, cfg, log, summary["concurrency"], budget_s=a.budget)
     again = project(log, costs, summary["pages"], cm["wall_s"])

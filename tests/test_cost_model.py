@@ -9,7 +9,7 @@ import torch
 from treedec.run.passes import run_pass
 from treedec.results.cost_model import project
 from treedec.data import open_dataset
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.models.forced import ForcedModel
 from treedec.results.speed import speed_figures
 
@@ -39,7 +39,7 @@ def test_every_pass_is_logged_and_rows_per_step_holds_stage_1(samples):
     cfg = _cfg(cost_model="false")
     for strategy in ({"name": "crops"}, {"name": "hsd", "drafts": "oracle"}):
         res = run_pass(strategy, vlm, samples, cfg, len(samples), progress=False)
-        log = res.passes
+        log = res.forwards
         assert log.steps + log.prefills == res.forward_passes  # the crops' and stage 1's engines included
         # each bucket holds its steps' own forward CPU seconds (beside a probe's, where a projection misses)
         assert sum(log.by_rows_forward_cpu_s.values()) == pytest.approx(log.step_forward_cpu_s)
@@ -69,29 +69,29 @@ def test_a_run_asked_for_the_cost_model_carries_its_projection(samples, strategy
     assert cm["model_s"] > 0 and cm["model_measured_s"] > 0 and cm["other_s"] >= 0
     assert cm["model_s"] + cm["engine_s"] + cm["other_s"] == pytest.approx(cm["projected_wall_s"])
     assert cm["costs"]["bucket_points"] and all(p["time_s"] > 0 for p in cm["costs"]["bucket_points"])
-    assert {p["bucket"] for p in cm["costs"]["bucket_points"]} <= {str(b) for b in res.passes.by_rows}
+    assert {p["bucket"] for p in cm["costs"]["bucket_points"]} <= {str(b) for b in res.forwards.by_rows}
     costs = {k: v for k, v in cm["costs"].items() if k == "clock" or "prefill" in k}
-    blind = project(res.passes, costs, len(samples), res.wall_s)["projected_pages_per_s"]
+    blind = project(res.forwards, costs, len(samples), res.wall_s)["projected_pages_per_s"]
     assert blind > fig["projected_pages_per_s"]
 
 
 def test_each_engine_logs_to_the_log_its_runtime_hands_it(samples):
     """No module-level log: two engines in one process, one handed a log and one not, each
     records its own passes only (the runtime hands the log: `Runtime.decode(..., log)`)."""
-    from treedec.engine import pass_log
+    from treedec.engine import forward_log
     from treedec.engine.engine import Engine, EngineConfig
     from treedec.strategies.base import STRATEGIES
 
     vlm = ForcedModel("1m", vision_tokens=16)
     strategy = STRATEGIES.get("padoc")(vlm.tokenizer)
     items = [(s.name, vlm.prompt(s.image, strategy.mode), s) for s in samples[:2]]
-    logged, unlogged = pass_log.PassLog(), Engine(vlm.adapter(), strategy, EngineConfig())
+    logged, unlogged = forward_log.ForwardLog(), Engine(vlm.adapter(), strategy, EngineConfig())
     engine = Engine(vlm.adapter(), strategy, EngineConfig(), log=logged)
     steps = sum(r.steps for r in engine.run(items[:1]))
     list(unlogged.run(items))  # runs after: its passes go nowhere
     assert logged.prefills == 1 and logged.steps == steps - 1 == engine.forward_passes - 1
     assert unlogged.forward_passes > engine.forward_passes and unlogged.log is None
-    assert not any(isinstance(v, list) for k, v in vars(pass_log).items() if not k.startswith("__"))
+    assert not any(isinstance(v, list) for k, v in vars(forward_log).items() if not k.startswith("__"))
 
 
 def test_probes_timed_apart_once_per_model(samples):
@@ -104,13 +104,13 @@ def test_probes_timed_apart_once_per_model(samples):
     vlm = ForcedModel("1m", vision_tokens=16)
     res = run_pass({"name": "padoc"}, vlm, samples, _cfg(cost_model="false"), len(samples), progress=False)
     memo, mode = {}, STRATEGIES.get("padoc")(vlm.tokenizer).mode
-    first = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
+    first = calibrate(vlm, mode, samples, res.forwards, len(samples), budget_s=0.5, apart=True, memo=memo)
     assert first["bucket_points"] and all(p["time_s"] > 0 for p in first["bucket_points"])
     assert len(first["prefill_points"]) == len(samples) and all(p["time_s"] > 0 for p in first["prefill_points"])
     timed = len(memo)
-    again = calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.5, apart=True, memo=memo)
+    again = calibrate(vlm, mode, samples, res.forwards, len(samples), budget_s=0.5, apart=True, memo=memo)
     assert len(memo) == timed and again["bucket_points"] == first["bucket_points"]  # nothing timed again
-    assert project(res.passes, again, len(samples), res.wall_s)["projected_pages_per_s"] > 0
+    assert project(res.forwards, again, len(samples), res.wall_s)["projected_pages_per_s"] > 0
     assert first["timed_apart"]
 
 
@@ -129,19 +129,19 @@ def test_probes_whose_arenas_do_not_fit_together_are_timed_apart(samples, monkey
     timed_apart = cost_model._timed_apart
     monkeypatch.setattr(cost_model, "_timed_apart", lambda makers, *a, **k: apart.append(len(makers))
                         or timed_apart(makers, *a, **k))
-    together = cost_model.calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.2)
+    together = cost_model.calibrate(vlm, mode, samples, res.forwards, len(samples), budget_s=0.2)
     assert not together["timed_apart"] and not apart
     monkeypatch.setattr(cost_model, "ARENAS_TOGETHER", 1024)
-    alone = cost_model.calibrate(vlm, mode, samples, res.passes, len(samples), budget_s=0.2)
+    alone = cost_model.calibrate(vlm, mode, samples, res.forwards, len(samples), budget_s=0.2)
     assert alone["timed_apart"] and apart == [len(alone["bucket_points"]) + len(alone.get("step_points", []))
                                               + len(alone["prefill_points"])]
     assert [p["bucket"] for p in alone["bucket_points"]] == [p["bucket"] for p in together["bucket_points"]]
     assert all(p["time_s"] > 0 for p in alone["bucket_points"])
 
 
-def _log(buckets: dict[str, tuple[int, float]]) -> PassLog:
+def _log(buckets: dict[str, tuple[int, float]]) -> ForwardLog:
     """A log whose bucket "R x 1" has n steps of R rows that took cpu forward seconds: {bucket: (n, cpu)}."""
-    log = PassLog()
+    log = ForwardLog()
     for b, (n, cpu) in buckets.items():
         rows = int(b.split("x")[0])
         log.by_rows[b] = [n, n, n * rows, n * rows * 100]  # one page, 100 keys a row

@@ -5,7 +5,7 @@ the same buckets the run timed, each probed, and a larger model's probes cost mo
 import pytest
 import torch
 
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.results.cost_model import project
 
 from cli_helpers import treedec_here
@@ -31,7 +31,7 @@ def test_a_job_is_timed_again_from_its_folder_at_its_size_and_another(job):
     cm = summary["cost_model"]
     run_buckets = [p["bucket"] for p in cm["costs"]["bucket_points"]]
     assert run_buckets
-    log, times = PassLog(**cm["counts"]), {}
+    log, times = ForwardLog(**cm["counts"]), {}
     for size in (None, "30m"):
         torch.set_num_threads(2)
         vlm, samples = load_job_model(cfg, size)
@@ -52,6 +52,6 @@ def test_a_job_is_timed_on_another_device_or_dtype_with_overrides(job):
     vlm, samples = load_job_model(cfg, None, {"model": {"dtype": "bfloat16", "device": "cpu"}, "data": {"pages": 1}})
     assert next(vlm.model.parameters()).dtype == torch.bfloat16 and vlm.size == "1m"
     assert len(samples) == 1 < summary["pages"] and cfg.model.dtype != "bfloat16"  # the job's own config untouched
-    costs = recalibrate(vlm, samples, cfg, PassLog(**summary["cost_model"]["counts"]), summary["concurrency"],
+    costs = recalibrate(vlm, samples, cfg, ForwardLog(**summary["cost_model"]["counts"]), summary["concurrency"],
                         budget_s=0.3)
     assert costs["bucket_points"] and all(p["time_s"] > 0 for p in costs["bucket_points"])

@@ -94,7 +94,7 @@ class RunResult:
     # decoding started (drafting or stage 1 done for all pages first) and shared loading
     # charged from outside; drafting beside decoding is not in it (a page's queue_s holds its wait)
     before_s: float = 0.0
-    passes: Any = None  # the engine's forward passes, counted and timed (treedec.engine.pass_log.PassLog); None elsewhere
+    forwards: Any = None  # the engine's forward passes, counted and timed (treedec.engine.forward_log.ForwardLog); None elsewhere
     projection: dict[str, Any] | None = None  # the cost model's (treedec.results.cost_model.project), where calibrated
 
     def charge(self, phase: str, seconds: float) -> None:

@@ -1,6 +1,6 @@
 """Past one process: `run executor=ray` (Ray Data). The pages of each pass are a Ray Data
-dataset read by tasks (`stages.read_pages`), drafted by drafter actors (`stages.Drafter`, HSD's
-pipeline drafts), decoded by decoder actors each holding one runtime (`stages.Decoder`); the
+dataset read by tasks (`pools.read_pages`), drafted by drafter actors (`pools.Drafter`, HSD's
+pipeline drafts), decoded by decoder actors each holding one runtime (`pools.Decoder`); the
 driver writes every page as it comes (`executor.RayExecutor`), the run's journal and summary as
 for a one-process run. `ledger.Ledger` counts what the actors did; `options.RayOptions` are
 `ray.*`. Ray is imported only when `executor=ray` is asked for (the `ray` extra)."""

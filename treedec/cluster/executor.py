@@ -19,7 +19,7 @@ from typing import Any, Callable
 from treedec.cluster.ledger import Ledger
 from treedec.cluster.options import RayOptions
 from treedec.cluster.results import merged
-from treedec.cluster.stages import Decoder, Drafter, read_pages
+from treedec.cluster.pools import Decoder, Drafter, read_pages
 from treedec.errors import UserError
 from treedec.records import PageRecord, RunResult
 from treedec.results.store import plain
@@ -137,7 +137,7 @@ class RayExecutor:
 
     def figures(self) -> dict[str, Any]:
         """summary.json's keys about the executor: `actors_replaced` and `pages_redone` over every
-        pass, and `ray` (its options, start-up, each pass's stages)."""
+        pass, and `ray` (its options, start-up, each pass's pools)."""
         return {"executor": "ray", "actors_replaced": sum(p["actors_replaced"] for p in self.passes),
                 "pages_redone": sum(p["pages_redone"] for p in self.passes),
                 "ray": {**asdict(self.options), "startup_s": round(self.startup_s, 3),

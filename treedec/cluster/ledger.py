@@ -1,7 +1,7 @@
-"""What the actors of a Ray run did, kept by one actor of its own (`Ledger`): per stage
+"""What the actors of a Ray run did, kept by one actor of its own (`Ledger`): per pool
 (read, draft, decode), the actors started (a replaced one starts again: its constructor runs
-anew), the pages begun (a page begun twice was redone), and the seconds each stage was busy. From it the
-summary's `pages_redone` and which stage bounded the run (`actors_replaced` is Ray's own count of
+anew), the pages begun (a page begun twice was redone), and the seconds each pool was busy. From it the
+summary's `pages_redone` and which pool bounded the run (`actors_replaced` is Ray's own count of
 the restarts it made: `treedec.cluster.executor`)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from contextlib import contextmanager
 from typing import Any
 
-STAGES = ("read", "draft", "decode")
+POOLS = ("read", "draft", "decode")
 
 
 class Ledger:
@@ -22,39 +22,39 @@ class Ledger:
         self.begun: dict[str, Counter] = defaultdict(Counter)
         self.busy: dict[str, float] = defaultdict(float)
 
-    def started(self, stage: str) -> None:
-        self.starts[stage] += 1
+    def started(self, pool: str) -> None:
+        self.starts[pool] += 1
 
-    def began(self, stage: str, names: list[str]) -> None:
-        self.begun[stage].update(names)
+    def began(self, pool: str, names: list[str]) -> None:
+        self.begun[pool].update(names)
 
-    def finished(self, stage: str, busy_s: float) -> None:
-        self.busy[stage] += busy_s
+    def finished(self, pool: str, busy_s: float) -> None:
+        self.busy[pool] += busy_s
 
     def figures(self, pools: dict[str, int], wall_s: float) -> dict[str, Any]:
-        """`pools`: actors per stage (decode, draft). `busy_s`: each stage's seconds of work
-        summed over its actors; `utilisation`: that over (actors x wall), the bound the stage
+        """`pools`: actors per pool (decode, draft). `busy_s`: each pool's seconds of work
+        summed over its actors; `utilisation`: that over (actors x wall), the bound the pool
         whose actors were busiest."""
-        redone = sum(c - 1 for s in STAGES for c in self.begun[s].values() if c > 1)
-        busy = {s: round(self.busy[s], 3) for s in STAGES if s in self.busy}
+        redone = sum(c - 1 for s in POOLS for c in self.begun[s].values() if c > 1)
+        busy = {s: round(self.busy[s], 3) for s in POOLS if s in self.busy}
         use = {s: round(self.busy[s] / (n * wall_s), 3) for s, n in pools.items() if n and wall_s > 0 and s in self.busy}
         return {"pages_redone": redone, "actors_started": dict(self.starts),
                 "busy_s": busy, "utilisation": use, "bound_by": max(use, key=use.get) if use else None}
 
 
-def register(ledger, stage: str) -> None:
-    """An actor of `stage` says it started (again, when it replaces one that died)."""
+def register(ledger, pool: str) -> None:
+    """An actor of `pool` says it started (again, when it replaces one that died)."""
     import ray
 
-    ray.get(ledger.started.remote(stage))
+    ray.get(ledger.started.remote(pool))
 
 
 @contextmanager
-def working(ledger, stage: str, names: list[str]):
-    """The pages `names` begun by `stage` now, finished (its busy seconds counted) at the end."""
+def working(ledger, pool: str, names: list[str]):
+    """The pages `names` begun by `pool` now, finished (its busy seconds counted) at the end."""
     import ray
 
-    ray.get(ledger.began.remote(stage, names))
+    ray.get(ledger.began.remote(pool, names))
     t = time.perf_counter()
     yield
-    ray.get(ledger.finished.remote(stage, time.perf_counter() - t))
+    ray.get(ledger.finished.remote(pool, time.perf_counter() - t))

@@ -20,7 +20,7 @@ from treedec.engine.forced import ForcedChoice
 from treedec.engine.kv import KVArena
 from treedec.engine.limits import PageLimits
 from treedec.engine.malloc import hold_freed_memory
-from treedec.engine import pass_log
+from treedec.engine import forward_log
 from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.page_kv import PageKV
 from treedec.engine.page_options import PageOptions
@@ -64,7 +64,7 @@ class Engine:
     fork, finish (per stream) -> account; its observer (`StepObserver`) sees the batch after."""
 
     def __init__(self, model: CausalLMAdapter, policy: Policy, config: EngineConfig | None = None,
-                 processors: Iterable[Processor] = (), log: pass_log.PassLog | None = None):
+                 processors: Iterable[Processor] = (), log: forward_log.ForwardLog | None = None):
         hold_freed_memory()  # a step's cost then depends on its shape, not on the process's history
         self.model, self.policy = model, policy
         self.cfg = config or EngineConfig()
@@ -83,7 +83,7 @@ class Engine:
         return self.observer.attention
 
     @property
-    def log(self) -> pass_log.PassLog | None:
+    def log(self) -> forward_log.ForwardLog | None:
         return self.observer.log
 
     # ------------------------------------------------------------------ public
@@ -156,12 +156,12 @@ class Engine:
             target = options.target if options is not None else None
             page.forced = ForcedChoice(target, self.policy.tokenizer.eos_id) if target is not None \
                 else ForcedChoice.of(self.policy, sample, prompt.ids)
-        t_forward = pass_log.clock()
+        t_forward = forward_log.clock()
         if self._hidden:
             logits, kv, page.hidden[root.id] = self.model.prefill(prompt, hidden=True)
         else:
             logits, kv = self.model.prefill(prompt)
-        forward = pass_log.since(t_forward)
+        forward = forward_log.since(t_forward)
         self.forward_passes += 1
         page.slots[root.id] = self.arena.add_prefill(kv, page.pid)
         page.anc[root.id] = torch.empty(0, dtype=torch.long)
@@ -206,9 +206,9 @@ class Engine:
             batch.attn, batch.buckets, mask, extra["pages"] = pages.padded, len(pages.buckets), None, pages
         else:
             batch.attn, mask = batch.dense, dense_mask(batch.spans, batch.base, batch.rows)
-        t_forward = pass_log.clock()
+        t_forward = forward_log.clock()
         out = self.model.step(batch.ids, batch.pos, mask, self.arena.cache, keep=batch.keep, **extra)
-        batch.forward = pass_log.since(t_forward)
+        batch.forward = forward_log.since(t_forward)
         self.forward_passes += 1
         return out if self._hidden else (out, None)
 

@@ -1,18 +1,18 @@
 """What watches the engine's passes without steering them: each step's batch and each prefill
 are handed to a `StepObserver` once, after the fact. It keeps the attention's padding waste
-(`AttentionStats`, always) and, where the run hands one, the cost model's `PassLog`."""
+(`AttentionStats`, always) and, where the run hands one, the cost model's `ForwardLog`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.engine.step_attention import AttentionStats
 from treedec.engine.step_batch import StepBatch
 
 
 @dataclass
 class StepObserver:
-    log: PassLog | None = None  # every prefill and step added to it (treedec.results.cost_model); None: not recorded
+    log: ForwardLog | None = None  # every prefill and step added to it (treedec.results.cost_model); None: not recorded
     attention: AttentionStats = field(default_factory=AttentionStats)
 
     def prefill(self, tokens: int, forward: tuple[float, float], admit_s: float) -> None:

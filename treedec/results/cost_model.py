@@ -10,12 +10,12 @@ A run's wall time, split by what decides it:
              buckets that held most of the run's step forwards (`timed_buckets`); for the others
              a + b x rows + c x attention, fitted with a, b, c >= 0 on every timed step (those
              buckets and a grid around the run's mean)
-    engine = the engine's own time in its passes outside the forwards (drafting per step, an
+    engine = the engine's own time in its steps and admissions outside the forwards (drafting per step, an
              MTP head, acceptance, bookkeeping), measured
     other  = everything outside the engine's passes (reading pages, drafting before decoding,
              writing), measured
 
-The counts (steps by rows, attention score elements, prefill tokens; `treedec.engine.pass_log`)
+The counts (steps by rows, attention score elements, prefill tokens; `treedec.engine.forward_log`)
 are the run's own, every engine of the run included (HSD's stage 1, the crops' engines); under
 a forced model they do not depend on the model's size. The times are calibrated in the same
 process right after the run (`calibrate`: 5 % of the run's forward time, 2 to 60 s): forwards
@@ -45,7 +45,7 @@ import torch
 
 from treedec.engine.engine import EngineConfig
 from treedec.engine.malloc import hold_freed_memory
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 
 STEP_GRID = ((1.0, 1.0), (0.5, 1.0), (2.0, 1.0), (1.0, 0.5), (1.0, 2.0))  # (rows, keys) x the run's mean
 TIMED_SHARE = 0.8  # the buckets timed hold this share of the run's step forwards (`timed_buckets`) ...
@@ -128,7 +128,7 @@ def fit_steps(points: list[dict]) -> tuple[float, float, float]:
     return a, b, c
 
 
-def timed_buckets(log: PassLog) -> list[str]:
+def timed_buckets(log: ForwardLog) -> list[str]:
     """The buckets whose steps are timed: by their steps' forward CPU seconds in the run (their rows
     where a log has no times), most first, until they hold `TIMED_SHARE` of all, at least `TIMED_MIN`
     and at most `TIMED_MAX` of them; a line fitted on them stands for the others."""
@@ -144,7 +144,7 @@ def timed_buckets(log: PassLog) -> list[str]:
     return out
 
 
-def step_share(log: PassLog, buckets) -> float | None:
+def step_share(log: ForwardLog, buckets) -> float | None:
     """The share of the run's step forwards (its CPU seconds) that `buckets` held; None where the
     log has no bucket times."""
     total = sum(log.by_rows_forward_cpu_s.values())
@@ -206,7 +206,7 @@ def step_probe(adapter, pages: int, rows: int, keys: int, dense_waste: float, bl
     return step, batch.padded if blocked else n * (base + n)
 
 
-def calibrate(vlm, mode: str, samples, log: PassLog, pages: int, dense_waste: float = EngineConfig.dense_waste,
+def calibrate(vlm, mode: str, samples, log: ForwardLog, pages: int, dense_waste: float = EngineConfig.dense_waste,
               budget_s: float | None = None, apart: bool = False, memo: dict | None = None) -> dict[str, Any]:
     """The step times t(r) and costs a, b, c (steps), p, q (prefills) of `log`'s model on this machine, now
     (see the module), for the prompt `mode` of the run's `samples`. `pages`: the run's pages in
@@ -270,7 +270,7 @@ class _Probes:
         return sum((P * k + r) * slot for P, r, k in steps)
 
 
-def _add_steps(probes: _Probes, log: PassLog) -> float | None:
+def _add_steps(probes: _Probes, log: ForwardLog) -> float | None:
     """The buckets that held most step time, each at its steps' mean pages and keys; a grid around
     the run's mean for the rest. The share of the step forwards the buckets held (`step_share`)."""
     marked = any(str(b).endswith("b") for b in log.by_rows)  # a log whose keys mark blocked steps (older: none)
@@ -330,7 +330,7 @@ def _fitted(probes: _Probes, memo: dict) -> dict[str, Any]:
     return out
 
 
-def project(log: PassLog, costs: dict[str, Any], pages: int, wall_s: float) -> dict[str, Any]:
+def project(log: ForwardLog, costs: dict[str, Any], pages: int, wall_s: float) -> dict[str, Any]:
     """`projected_pages_per_s` and its parts (`cost_model`) for a run of `pages` decoded pages
     whose passes are `log` and wall time `wall_s`, under `costs` (`calibrate`'s)."""
     timed = {str(d["bucket"]): d["time_s"] for d in costs.get("bucket_points", [])}

@@ -76,7 +76,7 @@ def rows_per_step(res: RunResult, steps: list[int]) -> float | None:
     """Rows a page puts in a step it takes part in (its streams' pending tokens and draft nodes):
     from the engine's passes where it logged them (every engine of the run: HSD's stage 1 and
     the crops' rows with their steps, which the pages' steps count), else from the pages' timelines."""
-    log = res.passes
+    log = res.forwards
     if log is not None and log.steps:
         return log.step_rows / sum(steps) if steps else None  # so that pages x mean steps x rows_per_step = all rows
     recs = [r for r in res.records if r.steps]

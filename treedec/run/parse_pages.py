@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from treedec.data.sample import Sample
 from treedec.engine.engine import PENDING
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.errors import UserError
 from treedec.models.vlm import VLM
 from treedec.records import PageRecord, RunResult, page_record, unreadable
@@ -54,12 +54,12 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
             warmup_s = time.perf_counter() - t
     passes = runtime.forward_passes  # a running total: this run's are what it adds
     clock = PhaseClock()
-    log = PassLog()  # the engine's passes (treedec.results.cost_model)
+    log = ForwardLog()  # the engine's passes (treedec.results.cost_model)
     records, names, wall, before_s = _decode(vlm, strategy, samples, runtime, progress, clock, on_record, in_flight,
                                              unit, log)
     return RunResult(strategy.name, [records[n] for n in names], wall, runtime.forward_passes - passes,
                      attention=runtime.figures(), phases=dict(clock.totals), warmup_s=warmup_s, runtime=runtime.name,
-                     notes=runtime.notes(strategy), before_s=before_s, passes=log if log.steps + log.prefills else None)
+                     notes=runtime.notes(strategy), before_s=before_s, forwards=log if log.steps + log.prefills else None)
 
 
 def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:
@@ -77,7 +77,7 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
 
 def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Runtime, progress: bool,
             clock: PhaseClock | None = None, on_record: Callable[[PageRecord], None] | None = None,
-            in_flight: int | None = None, unit: str = "page", log: PassLog | None = None
+            in_flight: int | None = None, unit: str = "page", log: ForwardLog | None = None
             ) -> tuple[dict[str, PageRecord], list[str], float, float]:
     """Records (by name), names in input order, the wall time of the whole (the clock's
     span: taken before the locals are torn down) and the seconds before the runtime started

@@ -30,9 +30,9 @@ def run_pass(strategy_cfg, vlm, samples, cfg, level: int, progress: bool = True,
     strategy = build_strategy(strategy_cfg, vlm.tokenizer, model_format(cfg.model, vlm))  # the model's output format
     res = decode_pass(strategy, vlm, samples, cfg, level, progress, on_record, beside)
     res = res if on_record and res.phases.get("write") else charge_write(res)
-    if res.passes is not None and cfg.get("cost_model", False):  # projected_pages_per_s (treedec.results.cost_model)
-        costs = calibrate(vlm, strategy.mode, samples, res.passes, level, dense_waste(cfg))
-        res.projection = project(res.passes, costs, sum(1 for r in res.records if r.steps), res.wall_s)
+    if res.forwards is not None and cfg.get("cost_model", False):  # projected_pages_per_s (treedec.results.cost_model)
+        costs = calibrate(vlm, strategy.mode, samples, res.forwards, level, dense_waste(cfg))
+        res.projection = project(res.forwards, costs, sum(1 for r in res.records if r.steps), res.wall_s)
     return res
 
 

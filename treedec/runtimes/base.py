@@ -19,7 +19,7 @@ from dataclasses import fields
 from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
 from treedec.engine.page_decoding import PageDecoding
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.errors import UserError
 
 
@@ -48,7 +48,7 @@ class Runtime(Protocol):
         """What `decode` takes for one readable page."""
 
     def decode(self, vlm, strategy, items: Iterable[tuple[str, Any, Any]], in_flight: int | None = None,
-               log: PassLog | None = None) -> Iterator[PageDecoding]:
+               log: ForwardLog | None = None) -> Iterator[PageDecoding]:
         """`(name, prompt, sample)` items (a lazy iterator, pulled when there is room) decoded,
         at most `in_flight` pages at once (None: `cfg.max_pages`); results as pages finish.
         `log`: where the forward passes are counted and timed for the cost model (the embedded

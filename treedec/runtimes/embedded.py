@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator
 from treedec.data.sample import Sample
 from treedec.engine.engine import Engine, EngineConfig
 from treedec.engine.page_decoding import PageDecoding
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.records import RunResult
 from treedec.run.parse_pages import parse_pages
 from treedec.runtimes.base import config_from
@@ -53,7 +53,7 @@ class EmbeddedRuntime:
         return vlm.prompt(sample.image, strategy.mode, sample.category)  # a crop: its region's category's prompt
 
     def decode(self, vlm, strategy: Strategy, items, in_flight: int | None = None,
-               log: PassLog | None = None) -> Iterator[PageDecoding]:
+               log: ForwardLog | None = None) -> Iterator[PageDecoding]:
         cfg = replace(self.cfg, max_pages=in_flight) if in_flight else self.cfg
         engine = Engine(vlm.adapter(), strategy, cfg, log=log)
         try:

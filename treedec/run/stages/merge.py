@@ -24,10 +24,10 @@ def merged(main: RunResult, clock: PhaseClock, stages: list[RunResult], before_s
     main.wall_s, main.phases, main.notes = clock.span, phases, notes
     main.forward_passes += sum(r.forward_passes for r in stages)
     for r in stages:  # the cost model's counts: every stage's passes (HSD's stage 1, the crops' reads)
-        if r.passes is not None:
-            if main.passes is None:
-                main.passes = type(r.passes)()
-            main.passes += r.passes
+        if r.forwards is not None:
+            if main.forwards is None:
+                main.forwards = type(r.forwards)()
+            main.forwards += r.forwards
     main.before_s += before_s
     main.drafts = drafts
     return main

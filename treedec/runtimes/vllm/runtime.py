@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from treedec.engine.page_decoding import PageDecoding
-from treedec.engine.pass_log import PassLog
+from treedec.engine.forward_log import ForwardLog
 from treedec.errors import UserError
 from treedec.models.page_model import ServedPageModel
 from treedec.models.vlm import VLM
@@ -136,7 +136,7 @@ class VLLMRuntime:
         return sample.image  # vLLM's processor builds the pixels (the same as the embedded engine's)
 
     def decode(self, vlm, strategy: Strategy, items: Iterable, in_flight: int | None = None,
-               log: PassLog | None = None) -> Iterator[PageDecoding]:
+               log: ForwardLog | None = None) -> Iterator[PageDecoding]:
         """`log` stays empty: vLLM's forwards are its own (its runs have no cost model)."""
         served = self._served(vlm, strategy)
         served.engine.reset_prefix_cache()  # no page starts warm from an earlier run: figures stay comparable

@@ -1,4 +1,4 @@
-"""The three stages of a Ray run, each a Ray Data transform: `read_pages` (tasks: a chunk
+"""The three pools of a Ray run, each a Ray Data transform: `read_pages` (tasks: a chunk
 of page names read from the data set, one row a page), `Drafter` (actors: HSD's pipeline
 drafter on each page, its draft carried in the row) and `Decoder` (actors: one runtime each,
 a batch of pages decoded as `run` decodes them, one record a row). Rows carry pickled
@@ -98,7 +98,7 @@ class Decoder:
             except Exception:  # noqa: BLE001 - a batch that raises: its pages one by one, one that still raises flagged
                 res = self._one_by_one(samples)
         records = {r.name: r for r in res.records}
-        res.records, res.passes = [], None  # the run's figures travel once, beside the records
+        res.records, res.forwards = [], None  # the run's figures travel once, beside the records
         return {"name": names, "record": [pickle.dumps(records[n]) for n in names],
                 "result": [pickle.dumps(res) if i == 0 else b"" for i in range(len(names))]}
 

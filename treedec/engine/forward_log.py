@@ -1,6 +1,6 @@
 """What a run's forward passes did and cost, for the cost model (`treedec.results.cost_model`).
 
-The engine adds every pass to the log its runtime hands it (`Engine(..., log=)`: a run makes
+The engine adds every forward to the log its runtime hands it (`Engine(..., log=)`: a run makes
 one, `treedec.run.parse_pages`; a staged strategy's runs are summed, `treedec.run.stages.merge`): a
 step (its rows, the attention score elements handed to the kernels, the forward's seconds and
 the whole step's, drafting, acceptance and bookkeeping included) or a prefill (its prompt
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 
 @dataclass
-class PassLog:
+class ForwardLog:
     steps: int = 0
     step_pages: int = 0  # pages with rows in the step, summed over steps
     step_rows: int = 0
@@ -70,13 +70,13 @@ class PassLog:
 
     @property
     def engine_s(self) -> float:
-        """Seconds inside the engine's passes (steps and admissions, forwards included)."""
+        """Seconds inside the engine's steps and admissions (their forwards included)."""
         return self.step_s + self.admit_s
 
     def figures(self) -> dict:
         return asdict(self)
 
-    def __iadd__(self, other: "PassLog") -> "PassLog":
+    def __iadd__(self, other: "ForwardLog") -> "ForwardLog":
         for f in fields(self):
             if f.name == "by_rows":
                 for k, v in other.by_rows.items():
