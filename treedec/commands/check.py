@@ -16,6 +16,7 @@ from rich.table import Table
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.loader import load_vlm
+from treedec.models.page_model import GeneratingPageModel
 from treedec.results.check import PageCheck, check_pages
 from treedec.run.outputs import RunOutput
 
@@ -24,7 +25,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def main(cfg, out: RunOutput) -> dict | None:
     vlm = load_vlm(cfg.model)
-    if not hasattr(vlm, "generate_inputs"):
+    if not isinstance(vlm, GeneratingPageModel):
         raise UserError(f"model={cfg.model.name} is not a transformers checkpoint: there is no generate to check against")
     if cfg.dtype is not None:
         if cfg.dtype not in DTYPES:

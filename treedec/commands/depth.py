@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm import tqdm
 
-from treedec.data import open_dataset
+from treedec.data import SynthDataset, open_dataset
 from treedec.models.loader import checkpoint_path
 from treedec.models.vlm import checkpoint_pages, vlm_tokenizer
 from treedec.report.plots import depth_histograms
@@ -70,7 +70,7 @@ def main(cfg, out: RunOutput) -> dict:
         "tokenizer": str(cfg.tokenizer) if cfg.get("tokenizer") else "treedec char-level",
         "page_stats": summarize(rows),  # quartiles [q1, median, q3] of the figures that drive depth
     }
-    if getattr(data, "config", None) is not None:
+    if isinstance(data, SynthDataset):  # generated pages: the generator's knobs
         from dataclasses import asdict
 
         summary["page_config"] = asdict(data.config)

@@ -10,6 +10,7 @@ draft saying why), never dropped. Needs the `hsd` extra, not torch."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sized
 from typing import Any
 
 from rich.console import Console
@@ -37,7 +38,7 @@ def draft_page(drafter, sample) -> tuple[Page | None, dict[str, Any]]:
     size is unknown)."""
     from treedec.ocr.cache import draft_image_path, image_hash
 
-    flags = list(getattr(sample, "flags", []))
+    flags = list(sample.flags)
     if sample.image is None:
         gt = sample.page
         reason = flags[0] if flags else "no image"
@@ -79,7 +80,7 @@ def main(cfg, out: RunOutput) -> dict[str, Any]:
     stages = dict.fromkeys(STAGES, 0.0)
     stages["load"] = drafter.clock.reset()["load"]
     pages = drafted = flagged = 0
-    for sample in tqdm(data, total=len(data) if hasattr(data, "__len__") else None, desc="drafting", unit="page"):
+    for sample in tqdm(data, total=len(data) if isinstance(data, Sized) else None, desc="drafting", unit="page"):
         page, figures = draft_page(drafter, sample)
         pages += 1
         flagged += bool(figures["flags"])

@@ -37,7 +37,7 @@ class PTPDrafter:
         self._guess = weakref.WeakKeyDictionary()  # page graph -> stream -> (its length then, guessed tokens)
 
     def for_run(self, vlm) -> "PTPDrafter":
-        if vlm.forced or getattr(vlm, "directory", None) is None and self.folder is None:
+        if vlm.forced or vlm.directory is None and self.folder is None:
             raise UserError("strategy=ptp needs placeholders trained on this checkpoint (a random or forced model "
                             "has none): pass strategy.placeholders=DIR or train them (python -m treedec train "
                             "strategy=ptp)")

@@ -30,6 +30,6 @@ def declare_format(directory: str | Path, name: str) -> Path:
 def model_format(model_cfg, vlm) -> Format:
     """The format of the model a `model` config names and `vlm` is (`model.format`, its
     checkpoint's declaration, its tokens)."""
-    name = resolve_format(model_cfg.get("format"), declared_format(getattr(vlm, "directory", None)),
+    name = resolve_format(model_cfg.get("format"), declared_format(vlm.directory),
                           vlm.tokenizer.treedec_tokens)  # HPD-Parsing's <FORK> alone is no sign
     return get_format(name)

@@ -50,8 +50,7 @@ class CausalLMAdapter:
     def __init__(self, model: torch.nn.Module):
         self.model = model.eval()
         self.config = model.config
-        text = getattr(model.config, "text_config", model.config)
-        self.text_config = text
+        self.text_config = model.config.get_text_config()  # a VLM's text_config, else the config itself
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device  # inputs go there (the engine builds them on the CPU)
 

@@ -220,7 +220,7 @@ def mode_prompts(d: Path) -> dict[str, str]:
 def chat_template(d: Path, hf_tok) -> str | None:
     """The checkpoint's chat template: the tokenizer's, else the processor's
     (chat_template.jinja / chat_template.json), else None."""
-    template = getattr(hf_tok, "chat_template", None)
+    template = hf_tok.chat_template  # None where the tokenizer has none
     if isinstance(template, dict):  # named templates
         template = template.get("default")
     if template:

@@ -1,4 +1,4 @@
-"""What the runtimes and strategies need of a model, as two small protocols; each model kind
+"""What the runtimes and strategies need of a model, as small protocols; each model kind
 is an adapter class implementing them, picked by `treedec.models.loader` from a
 checkpoint's `model_type` (`idefics3`: `treedec.models.vlm.VLM`, treedec's own;
 `qwen3_vl`: `treedec.models.qwen3_vl.Qwen3VL`). No model kind inherits methods it cannot
@@ -53,6 +53,19 @@ class ChatPageModel(PageModel, Protocol):
 
     def chat_prompt(self, messages: list[dict], image: Image.Image) -> Prompt:
         """The prompt of `messages` (transformers' chat form; one `{"type": "image"}` part) on `image`."""
+
+    def prompt_text(self, mode: str, category: str | None = None) -> str:
+        """The prompt of `mode` by the chat template, as text with one image placeholder (what
+        vLLM is given: `treedec.runtimes.vllm.prompts`)."""
+
+
+@runtime_checkable
+class GeneratingPageModel(PageModel, Protocol):
+    """A page model on a transformers model whose `generate` decodes it as the reference
+    (`python -m treedec check`)."""
+
+    def generate_inputs(self, prompt: Prompt) -> dict:
+        """What transformers' `generate` takes besides the prompt's ids."""
 
 
 @runtime_checkable

@@ -45,7 +45,7 @@ class PlanarRotary(torch.nn.Module):
         super().__init__()
         self.start, self.side = start, side
         self.register_buffer("inv_freq", rotary.inv_freq.detach().clone(), persistent=False)
-        self.attention_scaling = getattr(rotary, "attention_scaling", 1.0)
+        self.attention_scaling = rotary.attention_scaling
         self.register_buffer("axis", torch.arange(len(self.inv_freq)) % 3, persistent=False)
 
     @torch.no_grad()

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def draft_pages(samples: Iterable, cache_dir: str | Path | None = None, drafter=
 
     out: dict[str, Page] = {}
     hits = 0
-    total = len(samples) if hasattr(samples, "__len__") else None
+    total = len(samples) if isinstance(samples, Sized) else None
     bar = tqdm(samples, total=total, desc="drafting", unit="page", disable=not progress)
     for sample in bar:
         if sample.name in out:

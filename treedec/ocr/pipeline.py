@@ -363,9 +363,11 @@ class PipelineOCR:
 
     def _read_page(self, bgr: np.ndarray) -> list[Line]:
         """Every text line the detector finds, read by the recogniser (scores unfiltered)."""
+        from rapidocr.utils.output import RapidOCROutput
+
         res = self._detect_and_read(bgr)
-        if res is None or getattr(res, "txts", None) is None or getattr(res, "boxes", None) is None:
-            return []
+        if not isinstance(res, RapidOCROutput) or res.txts is None or res.boxes is None:
+            return []  # nothing read, or rapidocr's detection or recognition alone (no lines)
         words = res.word_results if len(res.word_results or ()) == len(res.txts) else ()  # one per line, or none
         found = []
         for k, (quad, text, score) in enumerate(zip(res.boxes, res.txts, res.scores)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Sized
 from typing import Any, Callable, Iterable, Iterator
 
 from treedec.data.sample import Sample
@@ -91,7 +92,7 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Ru
     # clock is exclusive: handing drafts to the runtime, reading each page as the engine pulls it
     # and writing are timed as their own phases, not as "decode"
     with clock.phase("decode"):
-        total = len(samples) if hasattr(samples, "__len__") else None
+        total = len(samples) if isinstance(samples, Sized) else None
         with clock.phase("draft"):  # vLLM: the drafts known ahead written to its proposer's store
             samples = runtime.prepare(vlm, strategy, samples)
         desc = strategy.name if runtime.name == "embedded" else f"{strategy.name} ({runtime.name})"

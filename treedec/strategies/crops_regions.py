@@ -137,7 +137,7 @@ class ReadRegions:
                                         self.drafters).items()}
         if self.decodes_pages:
             return known
-        if getattr(vlm, "forced", False):  # a perfect detector
+        if vlm.forced:  # a perfect detector
             for s in seen:
                 if s.page is None:
                     raise UserError(f"model=forced needs every page's ground truth; {s.name!r} has none")

@@ -220,7 +220,7 @@ class VLTrainer:
         hf.save_pretrained(d)
         self.vlm.image_processor.save_pretrained(d)
         declare_format(d, "treedec")  # what it is trained to write (`treedec.formats.declare`)
-        if self.vlm.chat_template and not getattr(hf, "chat_template", None):
+        if self.vlm.chat_template and not hf.chat_template:
             (d / "chat_template.jinja").write_text(self.vlm.chat_template)
         torch.save({"opt": opt, "step": self.step, "history": self.history, "torch_rng": torch.get_rng_state()}, d / STATE)
         if final.exists():

@@ -58,7 +58,7 @@ def train_bpe(specials, vocab_size: int = 384, chat_template: str | None = None,
     text is split on before the byte-level step (e.g. Qwen's pattern: single digits), else the
     byte-level's own; `named`: its bos/eos/pad/... tokens and any extra named token
     (e.g. `image_token="<image>"`)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -73,7 +73,7 @@ def train_bpe(specials, vocab_size: int = 384, chat_template: str | None = None,
     extra = {k: v for k, v in named.items() if k not in standard}
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, chat_template=chat_template, **standard,
                                    extra_special_tokens=extra or None)
-    plain = [t for t in specials if getattr(t, "special", True) is False]
+    plain = [t for t in specials if isinstance(t, AddedToken) and t.special is False]
     fast.add_special_tokens({"additional_special_tokens": list(dict.fromkeys(t for t in specials if t not in plain))})
     fast.add_tokens(plain)
     return fast

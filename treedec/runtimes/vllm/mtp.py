@@ -145,6 +145,6 @@ def mtp_engine_cfg(strategy, cfg, vlm, engines):
     # vllm/config/speculative.py:1320 reads the target's `hf_config.vocab_size` for a medusa
     # draft; a VLM's config keeps it in text_config: copied to the top (vLLM's Idefics3 reads
     # text_config's)
-    vocab = getattr(getattr(vlm.model.config, "text_config", vlm.model.config), "vocab_size")
+    vocab = vlm.model.config.get_text_config().vocab_size
     args["hf_overrides"] = {"vocab_size": vocab, **dict(args.get("hf_overrides") or {})}
     return replace(cfg, speculative_config=spec, engine_args=args)

@@ -20,7 +20,7 @@ from typing import Any
 from PIL import Image
 
 from treedec.errors import UserError
-from treedec.models.page_model import ServedPageModel
+from treedec.models.page_model import ChatPageModel, ServedPageModel
 
 
 @dataclass
@@ -60,12 +60,12 @@ def fold(prompt: PagePrompt, context: list[int], image_id: int) -> list[int] | N
 
 def stop_ids(tokenizer) -> list[int]:
     """Every id that ends a stream (a checkpoint's generation_config may name several)."""
-    return list(getattr(tokenizer, "eos_ids", None) or [tokenizer.eos_id])
+    return list(tokenizer.eos_ids)
 
 
 def checkpoint_folder(vlm) -> Path:
     """The folder vLLM serves a real architecture's checkpoint from: its own (one line if none)."""
-    if not callable(getattr(vlm, "prompt_text", None)) or getattr(vlm, "directory", None) is None:
+    if not isinstance(vlm, ChatPageModel) or vlm.directory is None:
         raise UserError(f"runtime=vllm serves treedec's VLM and checkpoints loaded by model_type from a folder "
                         f"(their chat-template prompt, `prompt_text`); {type(vlm).__name__} has no such prompt: use "
                         "runtime=embedded")

@@ -101,7 +101,7 @@ class VLLMRunner:
 
     # ------------------------------------------------------------------ pages
     def _admit(self, name: str, image, sample, t_submit: float) -> None:
-        prompt = page_prompt(self.vlm, self.strategy.mode, image, getattr(sample, "category", None))  # a crop's own
+        prompt = page_prompt(self.vlm, self.strategy.mode, image, None if sample is None else sample.category)  # a crop's own
         uuid = hashlib.blake2b(prompt.image.tobytes(), digest_size=16).hexdigest()
         record = PageDecoding(name=name, sample=sample, t_submit=t_submit, t_admit=time.perf_counter())
         page = _Requests(record=record, pid=self._next_pid, prompt=prompt, uuid=uuid)
