@@ -11,7 +11,12 @@ it runs in any Python 3.11 without the project's libraries):
       is bound in X (or is a module of package X) -- in treedec/, tests/, experiments/, scripts/
       and strategies/; dotted names `treedec.X.name` in strings (monkeypatch targets, Hydra
       `_target_`s) and in the text of the docs, configs and comments resolve the same way;
-  (d) no function in treedec/ over 60 lines.
+  (d) no function in treedec/ over 60 lines;
+  (e) no hidden state: no `getattr(x, "NAME"...)` / `hasattr(x, "NAME")` in treedec/ whose
+      constant NAME a treedec class declares (in its body: annotations, assignments, methods,
+      properties, dataclass fields; or as `self.NAME = ...` in one of its methods) -- where the
+      object is one of treedec's, the attribute is declared and read; where it is a library's, read
+      it as the pinned version has it.
   Paths `treedec/...` that the docs, configs and comments name exist too.
 
     python3 scripts/check_layout.py        # exit 1 and one line a problem where one fails
@@ -268,6 +273,54 @@ def long_functions(pkg: Package) -> list[str]:
                   for m, scan in pkg.scans.items() for line, name, n in scan.functions if n > MAX_FUNCTION)
 
 
+PROBES = ("getattr", "hasattr")
+
+
+def declared_attributes(trees) -> set[str]:
+    """Every attribute name a class in `trees` declares: its body's annotations, assignments,
+    methods and properties (dataclass fields are annotations), and `self.NAME = ...` (also
+    `setattr(self, "NAME", ...)` and `object.__setattr__(self, "NAME", ...)`) in its methods."""
+    names: set[str] = set()
+    for tree in trees:
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            _bound(cls.body, names)
+            for fn in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                if fn.args.args:
+                    names |= _self_assigned(fn, fn.args.args[0].arg)
+    return names
+
+
+def _self_assigned(fn: ast.AST, me: str) -> set[str]:
+    """The attributes of `me` (a method's first argument) that `fn` assigns."""
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                   if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+        for t in targets:
+            out |= {a.attr for a in ast.walk(t) if isinstance(a, ast.Attribute)
+                    and isinstance(a.value, ast.Name) and a.value.id == me}
+        if (isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == me and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and ast.unparse(node.func) in ("setattr", "object.__setattr__")):
+            out.add(node.args[1].value)
+    return out
+
+
+def probes(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """`getattr(x, "NAME"...)` and `hasattr(x, "NAME")` calls: line, which, NAME."""
+    return sorted((n.lineno, n.func.id, n.args[1].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in PROBES
+                  and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant)
+                  and isinstance(n.args[1].value, str))
+
+
+def hidden_state(pkg: Package) -> list[str]:
+    declared = declared_attributes(pkg.trees.values())
+    return [f"{pkg.files[m].relative_to(ROOT)}:{line}: {which}(..., {name!r}) probes an attribute a treedec class declares"
+            for m, tree in sorted(pkg.trees.items()) for line, which, name in probes(tree) if name in declared]
+
+
 def main() -> int:
     pkg = Package()
     failures: list[str] = []
@@ -295,6 +348,9 @@ def main() -> int:
     long = long_functions(pkg)
     print(f"(d) functions in treedec/ over {MAX_FUNCTION} lines: {len(long)}")
     failures += long
+    hidden = hidden_state(pkg)
+    print(f"(e) getattr/hasattr in treedec/ with a constant name a treedec class declares: {len(hidden)}")
+    failures += hidden
     for f in failures:
         print("FAIL", f)
     print("ok" if not failures else f"{len(failures)} problems")
