@@ -15,10 +15,15 @@ import contextlib
 import io
 import logging
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 from conftest import ROOT
 
@@ -85,6 +90,57 @@ def treedec(*args: str, env: dict | None = None, here: bool = True, timeout: int
         return treedec_here(*args, env=env)
     return subprocess.run([sys.executable, "-m", "treedec", *args], capture_output=True, text=True, cwd=ROOT,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def run_killed_after(args: list[str], pages: int, journaled: Callable[[], int], env: dict | None = None,
+                     timeout: int = 600) -> Ran:
+    """`python -m treedec *args` in a process of its own, killed by the test (SIGKILL) as soon as
+    `journaled()` (how many pages its journal holds: `journal_lines`, `journal_objects`) reaches
+    `pages`, polled every 20 ms: a real `kill -9`, at a moment the test picks, with no hook in
+    treedec. Run it at runtime.max_pages=1: pages then finish in order, and the page after the
+    `pages`-th is still decoding when the kill lands (its files may be partly written; its journal
+    entry not). Its exit status is -9 where the kill came, its own where it ended first."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:  # never a full pipe
+        proc = subprocess.Popen([sys.executable, "-m", "treedec", *args], stdout=out, stderr=err, text=True, cwd=ROOT,
+                                env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + timeout
+        try:
+            while proc.poll() is None:
+                if journaled() >= pages:
+                    proc.send_signal(signal.SIGKILL)
+                    break
+                if time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(proc.args, timeout)
+                time.sleep(0.02)
+        finally:
+            if proc.poll() is None:  # timed out, or the test failed while polling
+                proc.kill()
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return Ran(["treedec", *args], proc.returncode, out.read(), err.read())
+
+
+def journal_lines(path: Path) -> Callable[[], int]:
+    """How many whole lines the journal file `path` holds (0 before it is written): a run's
+    `OUT/resume/done.jsonl`, one line a page done."""
+    def count() -> int:
+        try:
+            return Path(path).read_bytes().count(b"\n")
+        except OSError:
+            return 0
+    return count
+
+
+def journal_objects(folder: Path) -> Callable[[], int]:
+    """How many entries the journal folder `folder` holds (0 before it is made): a run into a URL's
+    `resume/done/`, one object a page done, each moved there whole (its `.tmp` left out)."""
+    def count() -> int:
+        try:
+            return sum(1 for p in Path(folder).iterdir() if p.name.endswith(".json") and not p.name.startswith("."))
+        except OSError:
+            return 0
+    return count
 
 
 def page_files(out) -> dict[str, bytes]:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import ROOT, page_files, treedec
+from cli_helpers import ROOT, journal_lines, page_files, run_killed_after, treedec
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, checkpoint_pages
-from treedec.run.resume import FOLDER, JOURNAL, KILL_AFTER
+from treedec.run.resume import FOLDER, JOURNAL
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 
@@ -107,7 +107,7 @@ def test_a_killed_driver_resumes_and_a_killed_decoder_is_replaced_every_page_wri
     address, data = cluster
     out = tmp_path / "out"
     one_page = ["ray.pages_per_batch=1", "runtime.max_pages=1"]
-    killed = treedec(*_on_ray(address, data, out, *one_page), env={KILL_AFTER: "2"}, here=False)
+    killed = run_killed_after(_on_ray(address, data, out, *one_page), 2, journal_lines(out / FOLDER / JOURNAL))
     assert killed.returncode == -9, killed.stderr[-2000:]
     done = _journal_names(out)
     assert len(done) == 2

@@ -7,12 +7,11 @@ import json
 
 import pytest
 
-from cli_helpers import page_files, treedec
+from cli_helpers import journal_objects, page_files, run_killed_after, treedec
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, checkpoint_pages
 from treedec.run.remote import JOURNAL_DIR, RemoteOut, is_url, mirror_of
-from treedec.run.resume import KILL_AFTER
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1", "runtime.max_pages=1"]
 
@@ -33,7 +32,7 @@ def runs(tmp_path_factory):
     args = ["run", "data=images", f"data.root={data}", *FAST]
     local = treedec(*args, f"out={root / 'local'}")
     assert local.returncode == 0, local.stderr[-2000:]
-    killed = treedec(*args, f"out={url}", env={**env, KILL_AFTER: "1"}, here=False)
+    killed = run_killed_after([*args, f"out={url}"], 1, journal_objects(mount / "run" / JOURNAL_DIR), env=env)
     assert killed.returncode == -9, killed.stderr[-2000:]
     at_kill = {"pages": sorted(p.name for p in (mount / "run" / "pages").iterdir()),
                "journal": sorted(p.name for p in (mount / "run" / JOURNAL_DIR).iterdir())}

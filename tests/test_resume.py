@@ -8,23 +8,28 @@ import shutil
 import pytest
 from PIL import Image
 
-from cli_helpers import page_files, treedec
+from cli_helpers import journal_lines, page_files, run_killed_after, treedec
 from treedec.data import open_dataset
 from treedec.results.evaluate import evaluate_pages
 from treedec.io.markdown import page_to_markdown
 from treedec.models.vlm import SHIPPED, checkpoint_pages
 from treedec.run.outputs import RunOutput
 from treedec.errors import UserError
-from treedec.run.resume import FOLDER, JOURNAL, KILL_AFTER, Sitting, check, journal, resumes_in
+from treedec.run.resume import FOLDER, JOURNAL, Sitting, check, journal, resumes_in
 
 FAST = ["runtime.max_new_tokens=48", "runtime.threads=1"]  # the shipped tiny model (model=tiny, the default)
-KILLED_AT = 4  # pages marked done when the run is killed: every readable page, in order
+KILLED_AT = 4  # pages journaled when the test kills the run: every readable page, in order (the kill lands
+# while the run writes its report, before its summary)
 KEPT = {"a_doc.p001", "a_doc.p002"}  # the pages still done once two of those are damaged (`folder`)
 
 
-def _run(data, out, *args, env=None, here=True):
-    """`run` on the folder `data`, in this process (`here`) or in one of its own (the one killed)."""
-    return treedec("run", "data=images", f"data.root={data}", f"out={out}", *FAST, *args, env=env, here=here)
+def _args(data, out, *args):
+    return ["run", "data=images", f"data.root={data}", f"out={out}", *FAST, *args]
+
+
+def _run(data, out, *args):
+    """`run` on the folder `data`, in this process."""
+    return treedec(*_args(data, out, *args))
 
 
 def _stamps(out, names):
@@ -60,7 +65,7 @@ def folder(tmp_path_factory):
     whole = _run(data, root / "whole")
     assert whole.returncode == 0, whole.stderr[-2000:]
     out = root / "out"
-    killed = _run(data, out, "runtime.max_pages=1", env={KILL_AFTER: str(KILLED_AT)}, here=False)
+    killed = run_killed_after(_args(data, out, "runtime.max_pages=1"), KILLED_AT, journal_lines(out / FOLDER / JOURNAL))
     assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL: no summary, nothing cleaned up
     done = list(journal(out))
     _half_write(out)

@@ -17,9 +17,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -47,7 +45,6 @@ OUT_OF_BAND = {
     "strategy": ("cache_dir", "draft_workers", "draft_ahead"),
     "data": ("limit", "pages", "glob", "recursive"),
 }
-KILL_AFTER = "TREEDEC_TEST_KILL_AFTER"  # tests only: SIGKILL this process once this many pages are marked done
 
 
 def fingerprint(cfg: Any) -> dict[str, Any]:
@@ -102,7 +99,6 @@ class Sitting:
         self.remote = remote  # out= a URL: each page done copied there, files then journal (treedec.run.remote)
         self.folder = self.dir / FOLDER
         self.earlier = earlier or {}
-        self.marked = 0
 
     @classmethod
     def open(cls, cfg: Any, out: str | Path, remote: Any = None) -> "Sitting":
@@ -147,9 +143,6 @@ class Sitting:
             f.write(json.dumps(entry, ensure_ascii=False) + "\n")
         if self.remote is not None:
             self.remote.push_page(name, entry)
-        self.marked += 1
-        if os.environ.get(KILL_AFTER) and self.marked == int(os.environ[KILL_AFTER]):
-            os.kill(os.getpid(), signal.SIGKILL)
 
     def remaining(self, samples):
         """The pages of `samples` left to decode (a data set of the same kind where it can be
