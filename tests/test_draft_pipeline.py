@@ -1,4 +1,4 @@
-"""Drafting beside decoding: the engine steps while the next item is PENDING, the draft
+"""Drafting beside decoding: the engine steps while the next item is not ready (None), the draft
 queue's workers give the in-process drafts byte for byte and read no further ahead than
 allowed, and padoc_hsd with drafter workers parses the same pages as with drafting first."""
 import json
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from treedec.data.synth import SynthConfig, generate_page
-from treedec.engine.engine import PENDING, Engine, EngineConfig
+from treedec.engine.engine import Engine, EngineConfig
 from treedec.models.adapter import CausalLMAdapter
 from treedec.strategies.base import STRATEGIES
 
@@ -15,7 +15,7 @@ from conftest import shared_drafters
 from engine_helpers import TOK, ForcedTree, prompt, tiny_llama
 
 
-# --- the engine: PENDING items ---------------------------------------------------------------
+# --- the engine: items not ready (None) ------------------------------------------------------
 
 def _forced_run(items):
     model = tiny_llama(5)
@@ -37,11 +37,11 @@ def test_engine_steps_while_the_next_item_is_pending_and_pages_are_unchanged():
 
     asked = []
 
-    def slow():  # a page, then PENDING five times before each further page; PENDING first too
+    def slow():  # a page, then None (not ready) five times before each further page; None first too
         for k, it in enumerate(items):
             for _ in range(5 if k else 2):
                 asked.append(len(asked))
-                yield PENDING
+                yield None
             yield it
     pending, steps = _forced_run(slow())
     assert sorted(pending) == sorted(plain)
@@ -87,7 +87,7 @@ def test_worker_drafts_equal_in_process_drafts_byte_for_byte(tmp_path, pipeline_
     queue = DraftQueue(src, workers=2, ahead=2, cache_dir=tmp_path / "pool", drafters=pipeline_drafters)
     assert src.read == 2  # back-pressure: no more than `ahead` read before anything is taken
     first = queue.take(wait=0.0)
-    assert first is PENDING  # just submitted: a worker is still drafting it
+    assert first is None and len(queue) == 2  # just submitted: a worker is still drafting it
     got = list(queue)
     assert [s.name for s, _, _ in got] == [s.name for s in samples] and src.read == len(samples)
     assert got[1][1] is None

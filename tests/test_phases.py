@@ -8,7 +8,6 @@ from PIL import Image
 from treedec.run import phases
 from treedec.data.sample import Sample
 from treedec.drafters.page_drafts import SequenceDrafter
-from treedec.engine.engine import PENDING
 from treedec.engine.limits import PageLimits
 from treedec.engine.page_decoding import PageDecoding
 from treedec.page import Page
@@ -60,7 +59,7 @@ class FakeRuntime:
         pass
 
     def run(self, vlm, strategy, samples, progress=True, warmup=True, on_record=None, in_flight=None, unit="page"):
-        names = [s.name for s in samples if s is not PENDING]
+        names = [s.name for s in samples if s is not None]
         self.runs.append((strategy.name, names))
         self.in_flight.append(in_flight)
         if strategy.drafter is not None:  # the run's own source, handed its samples' drafts first

@@ -33,7 +33,7 @@ from treedec.errors import UserError
 from treedec.models.adapter import CausalLMAdapter, Prompt
 
 
-PENDING = object()  # an item iterator's "nothing ready yet": the engine steps the pages it has and asks again
+_END = object()  # the item iterator ended (`next`'s default: an item None says "not ready yet")
 
 
 @dataclass
@@ -87,29 +87,29 @@ class Engine:
         return self.observer.log
 
     # ------------------------------------------------------------------ public
-    def run(self, items: Iterable[tuple], on_done: Callable[[PageDecoding], None] | None = None,
+    def run(self, items: Iterable[tuple | None], on_done: Callable[[PageDecoding], None] | None = None,
             between_steps: Callable[["Engine"], None] | None = None) -> Iterator[PageDecoding]:
         """Decode `(name, prompt, sample)` items (a fourth element, `PageOptions`, where a page asks
         for its own limits, sampling or forced target) with continuous batching; yields each page's
         record as it finishes (completion order). `items` may be a lazy iterator: an item is taken
         only when the engine can admit it (one is held ahead). An iterator whose next item is
-        not ready (drafted in another process, a server's next request) may yield `PENDING`: the
+        not ready (drafted in another process, a server's next request) may yield None: the
         engine steps the pages in flight and asks again (with none in flight it asks at once: the
         iterator may wait). `between_steps(engine)` is called after every step (a server streams
         the pages' new tokens and drops the pages whose clients left: `drop`)."""
         items = iter(items)  # pulled one at a time, when there is room: memory does not grow with the pages
         t0 = time.perf_counter()  # every page counts as submitted at the start (queue_s), as a list would be
-        head = next(items, None)
-        while head is not None or self.active:
+        head = next(items, _END)
+        while head is not _END or self.active:
             head = self._admit_ready(head, items, t0)
-            if head is None and not self.active:
+            if head is _END and not self.active:
                 break
             if any(p.graph.live() for p in self.active):
                 self._step()
             if between_steps is not None:
                 between_steps(self)
-            if head is PENDING:  # not ready before this step: ask again
-                head = next(items, None)
+            if head is None:  # not ready before this step: ask again
+                head = next(items, _END)
             for page in [p for p in self.active if p.graph.done]:
                 record = self._retire(page)
                 if on_done:
@@ -129,15 +129,15 @@ class Engine:
     # ------------------------------------------------------------------ admission
     def _admit_ready(self, head, items: Iterator, t0: float):
         """Admit items while there is room (one at least, when nothing is in flight: limits cut
-        it); the next item not admitted (None: none left)."""
-        while head is PENDING and not self.active:  # nothing to step: ask until an item comes
-            head = next(items, None)
-        while head is not None and head is not PENDING and self._can_admit(len(head[1].ids)):
+        it); the next item not admitted (`_END`: none left; None: not ready yet)."""
+        while head is None and not self.active:  # nothing to step: ask until an item comes
+            head = next(items, _END)
+        while head is not _END and head is not None and self._can_admit(len(head[1].ids)):
             self._admit(*head, t0=t0)
-            head = next(items, None)
-        if not self.active and head is not None:
+            head = next(items, _END)
+        if not self.active and head is not _END:
             self._admit(*head, t0=t0)  # over budget even alone: admit and let limits cut it
-            head = next(items, None)
+            head = next(items, _END)
         return head
 
     def _can_admit(self, prompt_len: int) -> bool:

@@ -28,9 +28,9 @@ __all__ = ["DraftCost", "DraftQueue", "Drafters"]
 
 class DraftQueue:
     """Drafts of `samples` in input order: `take()` gives `(sample, page, cost)`, `page` None
-    for a sample without an image (the run loop flags it), or the engine's `PENDING` when
-    the next page is still being drafted and `wait` ran out. `drafters`: whose drafter and
-    pools draft (None: a fresh owner, this queue's alone)."""
+    for a sample without an image (the run loop flags it), or None when the next page is
+    still being drafted and `wait` ran out (`len(queue)`: the pages left to take).
+    `drafters`: whose drafter and pools draft (None: a fresh owner, this queue's alone)."""
 
     def __init__(self, samples: Iterable, workers: int = 0, ahead: int = 8, cache_dir: str | Path | None = None,
                  config=None, drafters: Drafters | None = None):
@@ -67,7 +67,7 @@ class DraftQueue:
                 self._queue.append((sample, path, None))  # drafted here, when taken
 
     def __len__(self) -> int:
-        """Pages read and not yet taken."""
+        """Pages read and not yet taken (0: none left, the samples all read and taken)."""
         return len(self._queue)
 
     def ready(self) -> bool:
@@ -78,10 +78,8 @@ class DraftQueue:
         return not isinstance(job, Future) or job.done()
 
     def take(self, wait: float | None = None):
-        """The next `(sample, page, cost)`; None at the end; `PENDING` when `wait` seconds passed
-        and its draft is not done (None: wait as long as it takes)."""
-        from treedec.engine.engine import PENDING
-
+        """The next `(sample, page, cost)`; None when `wait` seconds passed and its draft is not
+        done (`wait` None: as long as it takes), or when none is left (`len`)."""
         if not self._queue:
             return None
         sample, path, job = self._queue[0]
@@ -89,7 +87,7 @@ class DraftQueue:
             try:
                 data, cost = job.result(timeout=wait)
             except TimeoutError:
-                return PENDING
+                return None
             page = store(path, data, sample)
         elif job is None and path is not None:  # workers=0
             data, cost = draft_one(self.drafters.here(self.config), sample.image, draft_image_path(sample))
@@ -101,5 +99,5 @@ class DraftQueue:
         return sample, page, cost
 
     def __iter__(self) -> Iterator[tuple[Any, Any, DraftCost]]:
-        while (item := self.take()) is not None:
-            yield item
+        while self._queue:
+            yield self.take()

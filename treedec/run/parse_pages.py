@@ -14,7 +14,6 @@ from collections.abc import Sized
 from typing import Any, Callable, Iterable, Iterator
 
 from treedec.data.sample import Sample
-from treedec.engine.engine import PENDING
 from treedec.engine.forward_log import ForwardLog
 from treedec.errors import UserError
 from treedec.models.vlm import VLM
@@ -38,8 +37,8 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
 
     Samples are read lazily: each is read and turned into its prompt only when the engine has
     room, so memory does not grow with the number of pages (a one-shot iterator is peeked by
-    the warm-up, not re-read; it may yield the engine's `PENDING` while its next sample is not
-    ready). `on_record` sees each page as it is finished (unreadable ones included), e.g. to
+    the warm-up, not re-read; it may yield None while its next sample is not ready: the
+    engine steps the pages it has meanwhile). `on_record` sees each page as it is finished (unreadable ones included), e.g. to
     write it at once."""
     if strategy.before is not None or strategy.after is not None:
         raise UserError(f"strategy {strategy.name!r} has stages of its own around its decode: run it with "
@@ -63,7 +62,7 @@ def parse_pages(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime
                      notes=runtime.notes(strategy), before_s=before_s, forwards=log if log.steps + log.prefills else None)
 
 
-def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[Sample]]:
+def _first_readable(samples: Iterable[Sample | None]) -> tuple[Sample | None, Iterable[Sample | None]]:
     """The first sample with an image, and the samples to iterate in full: a re-iterable data
     set as it is, a one-shot iterator with what was looked at chained back in front."""
     if iter(samples) is not samples:
@@ -71,7 +70,7 @@ def _first_readable(samples: Iterable[Sample]) -> tuple[Sample | None, Iterable[
     seen: list[Sample] = []
     for s in samples:
         seen.append(s)
-        if s is not PENDING and s.image is not None:
+        if s is not None and s.image is not None:
             return s, itertools.chain(seen, samples)
     return None, seen
 
@@ -115,11 +114,12 @@ def _decode(vlm: VLM, strategy: Strategy, samples: Iterable[Sample], runtime: Ru
     return records, names, clock.span, started - clock.started
 
 
-def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreadable_done: Callable[[PageRecord], None],
-                   clock: PhaseClock | None = None) -> Iterator[tuple[str, Any, Sample]]:
+def readable_items(samples: Iterable[Sample | None], prepare, names: list[str],
+                   unreadable_done: Callable[[PageRecord], None], clock: PhaseClock | None = None
+                   ) -> Iterator[tuple[str, Any, Sample] | None]:
     """Lazily: `(name, prepare(sample), sample)` for each sample with an image; a sample
     without one becomes a flagged empty record passed to `unreadable_done` (kept, never
-    dropped). Every name is appended to `names` in input order as it is read. Reading a
+    dropped); None where the next sample is not ready (passed on to the engine). Every name is appended to `names` in input order as it is read. Reading a
     sample and preparing it are timed as `clock`'s phase "load"."""
     clock = clock or PhaseClock()
     it = iter(samples)
@@ -128,11 +128,11 @@ def readable_items(samples: Iterable[Sample], prepare, names: list[str], unreada
             s = next(it, _END)
             if s is _END:
                 return
-            if s is not PENDING:
+            if s is not None:
                 names.append(s.name)
                 item = None if s.image is None else (s.name, prepare(s), s)
-        if s is PENDING:  # the next sample is not ready (drafting beside decoding): the engine steps meanwhile
-            yield PENDING
+        if s is None:  # the next sample is not ready (drafting beside decoding): the engine steps meanwhile
+            yield None
         elif item is None:
             unreadable_done(unreadable(s))
         else:

@@ -30,8 +30,8 @@ class Runtime(Protocol):
     cfg: Any  # its config: a `treedec.engine.limits.PageLimits` (max_pages, ...) and the runtime's own options
     forward_passes: int  # a running total, never reset: forwards (embedded) or scheduler iterations (vLLM) of
     # every `decode` so far; a run's own is the difference (`parse_pages`)
-    pending_inputs: bool  # its `decode` steps the pages it has while the next input is not ready (the engine's
-    # `PENDING`: pages drafted beside its run); False: every input is needed before decoding (vLLM's draft store)
+    pending_inputs: bool  # its `decode` steps the pages it has while the next input is not ready (an input None:
+    # pages drafted beside its run); False: every input is needed before decoding (vLLM's draft store)
 
     def check(self, vlm, strategy) -> None:
         """Refuse, with a one-line `UserError`, what this runtime cannot run."""

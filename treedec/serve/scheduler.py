@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from treedec.engine.engine import PENDING, Engine, EngineConfig
+from treedec.engine.engine import Engine, EngineConfig
 from treedec.engine.page_decoding import PageDecoding
 from treedec.engine.page_options import PageOptions
 from treedec.models.adapter import Prompt
@@ -126,8 +126,8 @@ class Scheduler:
             job = self._take(block=not self.engine.active)
             if job is _STOP:
                 return
-            if job is None:
-                yield PENDING
+            if job is None:  # none ready: the engine steps the pages in flight and asks again
+                yield None
                 continue
             job.t_admit = time.perf_counter()
             self.in_flight[job.id] = job

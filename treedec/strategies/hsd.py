@@ -32,7 +32,6 @@ from treedec.drafters.ngram import NgramMatcher
 from treedec.drafters.page_drafts import PageDraftDrafter
 from treedec.engine.draft import relaxed
 from treedec.engine.draft_length import AdaptiveLength
-from treedec.engine.engine import PENDING
 from treedec.errors import UserError
 from treedec.formats import Format, get_format
 from treedec.ocr.drafters import Drafters
@@ -68,10 +67,10 @@ class TwoStages:
 
     def drafted(self, vlm, samples, cache_dir: str | None, beside: bool, progress: bool = True) -> Iterator:
         """Every sample as `Drafted` (its draft fitted: `fitted`), in input order; `beside`:
-        drafted in worker processes, `PENDING` while the next draft is not done (`hsd_stream`)."""
+        drafted in worker processes, None while the next draft is not done (`hsd_stream`)."""
         if beside:
             for item in drafted_beside(samples, self.workers, self.ahead, cache_dir, self.ocr, self.drafters):
-                yield item if item is PENDING else self._fitted(vlm, *item)
+                yield None if item is None else self._fitted(vlm, *item)
             return
         pages = draft_pages(samples, self.source, cache_dir, self.ocr, progress, self.drafters)
         for s in samples:

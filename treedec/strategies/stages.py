@@ -45,8 +45,8 @@ class BeforeDecoding(Protocol):
     beside: bool  # pages drafted in worker processes beside the model's runs (the runtime may take them lazily)
 
     def drafted(self, vlm, samples: Iterable, cache_dir: str | None, beside: bool, progress: bool) -> Iterator:
-        """Every sample as `Drafted`, in input order; with `beside`, the engine's `PENDING`
-        between them while the next draft is not done; `progress`: a bar while drafting (none in a
+        """Every sample as `Drafted`, in input order; with `beside`, None between them while the
+        next draft is not done (the engine steps the pages it has meanwhile); `progress`: a bar while drafting (none in a
         run's untimed warm-up)."""
 
     def stage1(self, vlm) -> Stage1 | None:

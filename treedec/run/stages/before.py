@@ -15,7 +15,6 @@ import time
 from contextlib import nullcontext
 from typing import Iterable, Iterator
 
-from treedec.engine.engine import PENDING
 from treedec.records import PageRecord, RunResult
 from treedec.run.phases import PhaseClock
 from treedec.run.stages.in_flight import crops_in_flight
@@ -101,8 +100,8 @@ def _before(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, s
 def _pages(vlm, before: BeforeDecoding, strategy: Strategy, drafted: Iterable, figures: dict) -> Iterator:
     """The samples as drafted, each page's drafts handed to the run's draft source first."""
     for d in drafted:
-        if d is PENDING:
-            yield PENDING
+        if d is None:  # the next page is not drafted yet
+            yield None
             continue
         figures[d.sample.name] = before.use(vlm, d, [], strategy.drafter)
         yield d.sample
@@ -119,8 +118,8 @@ def _stage1(runtime: Runtime, vlm, before: BeforeDecoding, strategy: Strategy, s
 
     def crops() -> Iterator:
         for d in drafted:
-            if d is PENDING:
-                yield PENDING
+            if d is None:  # the next page is not drafted yet
+                yield None
                 continue
             cs = stage1.crops(vlm, d)
             held.append((d, [c.name for c, _ in cs]))
