@@ -2,6 +2,8 @@
 gets, for every stream it drafts, the base model's last-layer hidden state at the row that
 chose the stream's last token — the same vector a plain forward over the stream's visible
 context gives — whether that token was the bonus of a step or followed accepted drafts."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -40,8 +42,8 @@ def test_drafters_get_the_hidden_state_of_the_last_verified_token(name, attentio
     procs = [ForcedTree(len(prompts[0].ids), 3, [9, 4, 12], fork=name == "padoc")]
     eng = Engine(CausalLMAdapter(model), STRATEGIES.get(name)(TOK), EngineConfig(), procs)
     plain = {r.name: r for r in eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)])}
-    strategy = STRATEGIES.get(name)(TOK)
-    strategy.drafter = drafter = Recording(plain["p0"].graph.streams, "tree")
+    drafter = Recording(plain["p0"].graph.streams, "tree")
+    strategy = replace(STRATEGIES.get(name)(TOK), drafter=drafter)
     assert strategy.needs_hidden
     eng = Engine(CausalLMAdapter(model), strategy, EngineConfig(attention=attention), procs)
     [spec] = list(eng.run([("p0", prompts[0], None)]))

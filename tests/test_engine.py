@@ -1,4 +1,6 @@
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -109,7 +111,7 @@ def test_blocked_attention_step_equals_the_dense_mask():
     for attention in ("dense", "blocked"):
         eng = Engine(CausalLMAdapter(model), STRATEGIES.get("padoc")(TOK), EngineConfig(max_pages=4, attention=attention),
                      [PerPrompt()])
-        eng.policy.drafter = EveryStream()
+        eng.policy = replace(eng.policy, drafter=EveryStream())
         seen = []
         step = eng.model.step
         eng.model.step = lambda *a, **k: seen.append(step(*a, **k)) or seen[-1]

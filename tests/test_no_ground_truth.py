@@ -4,6 +4,7 @@ the same. On the shipped model, so that drafts are proposed and accepted (a rand
 output never matches a pipeline's drafts: such a test would compare empty drafts): HSD from
 a pipeline OCR's drafts (stage 1 included), HPD from the shipped MTP head on hidden states."""
 import copy
+from dataclasses import replace
 
 import pytest
 
@@ -63,7 +64,8 @@ def test_drafts_and_steps_do_not_depend_on_the_ground_truth(name, shipped, tmp_p
     for i, batch in enumerate((samples, blind)):  # a draft cache each: the pipeline runs on both
         cfg = {"name": name} if name == "hpd" else {"name": name, "drafts": "pipeline", "cache_dir": str(tmp_path / str(i))}
         strategy = build_strategy(cfg, vlm.tokenizer)
-        strategy.drafter = rec = Recorder(strategy.drafter)
+        rec = Recorder(strategy.drafter)
+        strategy = replace(strategy, drafter=rec)
         runtime = EmbeddedRuntime(EngineConfig(max_pages=PAGES, max_new_tokens=512))
         res = run_strategy(runtime, vlm, strategy, batch, progress=False, warmup=False)
         runs.append((rec.seen, [(r.text, r.steps, r.drafted, r.accepted, r.extra) for r in res.records]))

@@ -1,5 +1,6 @@
 """Page-blocked attention in buckets: same pages as the dense mask and the one-batch layout."""
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -61,7 +62,7 @@ def _decode(model, prompts, procs, attention, ratio, drafts=None):
                  EngineConfig(max_pages=5, attention=attention, bucket_ratio=ratio, compact_min=64, compact_ratio=0.3),
                  [PerPrompt(prompts, procs)])
     if drafts is not None:
-        eng.policy.drafter = drafts
+        eng.policy = replace(eng.policy, drafter=drafts)
     logits = []
     step = eng.model.step
     eng.model.step = lambda *a, **k: logits.append(step(*a, **k)) or logits[-1]

@@ -1,6 +1,7 @@
 """Greedy speculative decoding is lossless: with any draft trees (junk, perfect, several
 branches) the engine's output equals its output without drafts, token for token."""
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -47,7 +48,7 @@ class ReferenceDrafter(OneAtATime):
 
 
 def _decode(model, strategy, prompts, procs, drafter=None, **cfg):
-    strategy.drafter = drafter
+    strategy = replace(strategy, drafter=drafter)
     eng = Engine(CausalLMAdapter(model), strategy, EngineConfig(**cfg), procs)
     res = {r.name: r for r in eng.run([(f"p{i}", p, None) for i, p in enumerate(prompts)])}
     assert eng.arena.used == 0

@@ -10,6 +10,7 @@ accepts), and from junk drafts; one vLLM engine (with the proposer) serves the m
 import copy
 import random
 import types
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -121,10 +122,9 @@ def test_a_drafter_without_a_proposer_is_refused():
             pass
 
     strategy = STRATEGIES.get("sequential")(Tokenizer())
-    strategy.drafter = OtherDrafter()
-    assert "OtherDrafter" in draft_refusal(strategy, VLLMConfig())
-    strategy.drafter = SequenceDrafter()  # per-sample sequences (HSD stage 1's crops): served from the store
-    assert draft_refusal(strategy, VLLMConfig()) is None
+    assert "OtherDrafter" in draft_refusal(replace(strategy, drafter=OtherDrafter()), VLLMConfig())
+    # per-sample sequences (HSD stage 1's crops): served from the store
+    assert draft_refusal(replace(strategy, drafter=SequenceDrafter()), VLLMConfig()) is None
 
 
 # ---------------------------------------------------------------------- one engine

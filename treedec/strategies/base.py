@@ -94,8 +94,9 @@ def build_strategy(cfg: Mapping[str, Any], tokenizer: Tokenizer, fmt: Format | N
     return strategy.with_format(fmt) if fmt is not None else strategy
 
 
-@dataclass
+@dataclass(frozen=True)
 class Strategy:
+    """Frozen once built: a variant is a new strategy (`dataclasses.replace`, `with_format`, `for_run`)."""
     name: str
     mode: str  # the prompt mode the model is asked in (a control token of the tokenizer)
     tokenizer: Tokenizer

@@ -23,7 +23,7 @@ and field by field, `treedec.drafters.layout_lines`).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from treedec.data.sample import Sample
@@ -212,17 +212,16 @@ class HSDOptions:
 def _hsd(tokenizer: Tokenizer, name: str, options: dict, **preset) -> Strategy:
     o = options_of(HSDOptions, name, {**preset, **options})
     matcher = NgramMatcher(o.w_min, o.w_max, o.max_depth, o.max_nodes, o.fuzzy)
-    strategy = fork_base(tokenizer, o.base, name, o.base_options)
-    pages = PageDraftDrafter(tokenizer, "flat" if strategy.mode == "flat" else "tree", matcher, layout=o.layout)
-    strategy.drafter = AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages
-    strategy.before = TwoStages(tokenizer, o, matcher)
-    strategy.needs, strategy.speaks = ("block_text",), (pages, strategy.before)  # drafts matched on the format's text
-    strategy.respeak = lambda s, fmt: two_stage_hsd(s, fmt, o, matcher)
+    base = fork_base(tokenizer, o.base, name, o.base_options)
+    pages = PageDraftDrafter(tokenizer, "flat" if base.mode == "flat" else "tree", matcher, layout=o.layout)
+    before = TwoStages(tokenizer, o, matcher)
+    strategy = replace(base, drafter=AdaptiveLength(pages, o.max_depth) if o.draft_len == "adaptive" else pages,
+                       before=before, needs=("block_text",),  # drafts matched on the format's text
+                       speaks=(pages, before), respeak=lambda s, fmt: two_stage_hsd(s, fmt, o, matcher))
     if o.mtp:  # page drafts where they match, MTP where they do not
-        with_mtp(strategy, o.k, o.head)
+        strategy = with_mtp(strategy, o.k, o.head)
     if o.relaxed_threshold is not None:  # lossy: pages may differ from the base strategy's
-        strategy.acceptor = relaxed(o.relaxed_threshold)
-        strategy.name += "_relaxed"
+        strategy = replace(strategy, acceptor=relaxed(o.relaxed_threshold), name=f"{strategy.name}_relaxed")
     return strategy
 
 

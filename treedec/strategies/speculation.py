@@ -25,6 +25,5 @@ def fork_base(tokenizer: Tokenizer, base: str, name: str, options: Mapping[str, 
 
 
 def add_drafter(strategy: Strategy, drafter: DraftSource) -> Strategy:
-    """`strategy` drafting with `drafter` too (after its own drafter, if any)."""
-    strategy.drafter = FirstOf([strategy.drafter, drafter]) if strategy.drafter is not None else drafter
-    return strategy
+    """A copy of `strategy` drafting with `drafter` too (after its own drafter, if any)."""
+    return replace(strategy, drafter=FirstOf([strategy.drafter, drafter]) if strategy.drafter is not None else drafter)
