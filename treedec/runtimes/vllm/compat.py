@@ -5,6 +5,11 @@ which vLLM 0.32's Qwen2/2.5/3-VL, InternVL, dots.ocr and GLM-OCR modules import 
 transformers' torchvision image processors; PyPI's torchvision is CUDA-linked and fails
 beside CPU torch).
 
+Nothing here changes vLLM or transformers when imported: `ready_to_serve(model_dir)`, called
+where the vLLM runtime starts an engine for a checkpoint (`engine.start_engine`), refuses what
+cannot be served here and applies the mends of the checkpoint's family alone
+(`align_with_transformers`: once per process and family, said once in this module's log).
+
 `align_with_transformers(model_type)` mends, in this process (where the engine runs:
 `VLLM_ENABLE_V1_MULTIPROCESSING=0`), what was measured to keep vLLM 0.32 from decoding as
 transformers 5.19 does (fp32 log-probs differing by > 1e-2 before, < 1e-5 after, on the
@@ -25,9 +30,12 @@ tiny replicas, `tests/test_vllm_archs.py`):
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from treedec.errors import UserError
+
+log = logging.getLogger(__name__)
 
 TORCHVISION = ("install the torchvision built for this torch: on CPU `pip install torchvision --index-url "
                "https://download.pytorch.org/whl/cpu`, on CUDA the wheel of the torch's CUDA index; or use "
@@ -48,21 +56,39 @@ def _missing(e: BaseException) -> str | None:
     return None
 
 
-def vllm_refusal(model_dir: Path, tensor_parallel_size: int = 1) -> str | None:
+def ready_to_serve(model_dir: Path, tensor_parallel_size: int = 1) -> None:
+    """This process made ready for vLLM to serve the checkpoint in `model_dir`: refused in one
+    line (`UserError`) where it cannot be here (`parallel_refusal`, `vllm_refusal`), else with
+    the mends of its family applied (`align_with_transformers`), before its module and processor
+    are tried as the engine builds them."""
+    if why := parallel_refusal(model_dir, tensor_parallel_size):
+        raise UserError(why)
+    align_with_transformers(_architecture(model_dir)[0])
+    if why := vllm_refusal(model_dir):
+        raise UserError(why)
+
+
+def parallel_refusal(model_dir: Path, tensor_parallel_size: int = 1) -> str | None:
+    """Why the checkpoint's family cannot run on `tensor_parallel_size` workers (one line), None
+    when it can: a family that decodes as transformers does only with this module's mends runs
+    in this process alone (tensor-parallel workers are processes of their own, without them)."""
+    kind, _ = _architecture(model_dir)
+    if kind in _MENDS and tensor_parallel_size > 1:
+        return (f"runtime=vllm serves model_type {kind} with tensor_parallel_size=1 only: vLLM 0.32 decodes it as "
+                "transformers does only with treedec's mends (treedec/runtimes/vllm/compat.py), made in this process, "
+                "which its tensor-parallel workers would not have")
+    return None
+
+
+def vllm_refusal(model_dir: Path) -> str | None:
     """Why vLLM cannot serve the checkpoint in `model_dir` here (one line), None when it can:
-    its architecture's vLLM module and its processor are built here, as the engine would; a
-    family that decodes as transformers does only with this module's mends runs in this
-    process alone (tensor-parallel workers are processes of their own, without them)."""
+    its architecture's vLLM module and its processor are built here, as the engine would (the
+    family's mends applied first: `ready_to_serve`)."""
     import importlib
 
     from vllm.model_executor.models.registry import ModelRegistry
 
     kind, arch = _architecture(model_dir)
-    if kind in _MENDS and tensor_parallel_size > 1:
-        return (f"runtime=vllm serves model_type {kind} with tensor_parallel_size=1 only: vLLM 0.32 decodes it as "
-                "transformers does only with treedec's mends (treedec/runtimes/vllm/compat.py), made in this process, "
-                "which its tensor-parallel workers would not have")
-    align_with_transformers(kind)
     entry = ModelRegistry.models.get(arch)
     if entry is None:  # vLLM may still serve it through its Transformers backend; its own error says if not
         return None
@@ -87,11 +113,14 @@ _ALIGNED: set[str] = set()
 
 
 def align_with_transformers(model_type: str) -> None:
-    """Apply, once per process, the module docstring's mends for `model_type`."""
+    """Apply, once per process, the module docstring's mends for `model_type` (none for a family
+    that needs none), each said once in this module's log."""
     if model_type in _ALIGNED or model_type not in _MENDS:
         return
-    _MENDS[model_type]()
+    mend, what = _MENDS[model_type]
+    mend()
     _ALIGNED.add(model_type)
+    log.info("vLLM mended in this process for model_type %s: %s", model_type, what)
 
 
 def _paddleocr_vl() -> None:
@@ -170,4 +199,12 @@ def _compile_decoration_only_when_compiling() -> None:
     Base._decorate_cls_for_torch_compile = decorate_when_compiling
 
 
-_MENDS = {"paddleocr_vl": _paddleocr_vl, "hunyuan_vl": _hunyuan_vl}
+# model_type -> (its mends, what they patch)
+_MENDS = {
+    "paddleocr_vl": (_paddleocr_vl, "vllm.model_executor.models.paddleocr_vl.SiglipVisionEmbeddings"
+                                    ".interpolate_pos_encoding (transformers' resampling, align_corners=True)"),
+    "hunyuan_vl": (_hunyuan_vl, "transformers' HunYuanVL PIL image processor registered (no torchvision); "
+                                "vllm UnquantizedLinearMethod.apply (inputs made contiguous); "
+                                "vllm Transformers backend Base._decorate_cls_for_torch_compile (eager: no decoration) "
+                                "and MultiModalMixin._process_vision_input (one image per encoder call)"),
+}

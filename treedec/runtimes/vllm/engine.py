@@ -186,10 +186,10 @@ def start_engine(model_dir: Path, kw: dict[str, Any], cfg: VLLMConfig):
     """An in-process `LLMEngine` with engine arguments `kw` (`engine_kwargs`); a config vLLM
     refuses is one line."""
     require_vllm()
-    from treedec.runtimes.vllm.compat import vllm_refusal
+    from treedec.runtimes.vllm.compat import ready_to_serve
 
-    if why := vllm_refusal(model_dir, cfg.tensor_parallel_size):  # an architecture vLLM cannot build here, in one line
-        raise UserError(why)
+    # an architecture vLLM cannot build here refused in one line; its family's mends applied (once, logged)
+    ready_to_serve(model_dir, cfg.tensor_parallel_size)
     # one scheduler iteration per step() (exact per-page step accounting; branches join between steps)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(cfg.kv_cache_gb))
