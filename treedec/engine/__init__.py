@@ -1,0 +1,1 @@
+"""The decoding engine: one flat forward a step over every stream in flight, drafts verified, forks taken; it knows the decoding graph and a model adapter, never a strategy by name (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""`treedec serve`: an OpenAI-compatible server whose decoding is a treedec strategy (docs/serving.md; one module a concern: protocol, images, prompts, scheduler, strategy, drafts, forced_pages, answers, metrics, app)."""
