@@ -4,6 +4,9 @@ function: an import deferred into a function still runs, and still ties both fil
 import ast
 from pathlib import Path
 
+from conftest import load_script
+
+cycles = load_script("scripts/check_layout.py").cycles  # Tarjan's components, as the layout checker finds circles
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "treedec"
 
@@ -38,41 +41,6 @@ def import_graph(package: Path) -> dict[str, set[str]]:
                 if t and t != mod:
                     graph[mod].add(t)
     return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan), sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return sorted(out)
 
 
 def test_the_checker_finds_a_circle(tmp_path):
