@@ -18,6 +18,7 @@ from cli_helpers import ROOT, journal_lines, page_files, run_killed_after, treed
 from treedec.data import open_dataset
 from treedec.errors import UserError
 from treedec.models.vlm import SHIPPED, checkpoint_pages
+from treedec.run.remote import JOURNAL_DIR
 from treedec.run.resume import FOLDER, JOURNAL
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
@@ -77,7 +78,7 @@ def test_two_decoders_write_the_one_process_pages_byte_for_byte(cluster, one_pro
     assert s["actors_replaced"] == 0 and s["pages_redone"] == 0
     (run,) = s["ray"]["passes"]
     assert run["actors_started"] == {"decode": 2} and run["busy_s"]["decode"] > 0 and run["bound_by"] == "decode"
-    at_url = sorted(json.loads(p.read_text())["name"] for p in (out / "resume" / "done").iterdir())
+    at_url = sorted(json.loads(p.read_text())["name"] for p in (out / JOURNAL_DIR).iterdir())
     assert at_url == sorted(_journal_names(one_process))
 
 

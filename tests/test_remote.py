@@ -4,6 +4,7 @@ its journal entry; a sitting killed after one page and started again from an emp
 machine) resumes from what the URL holds; `compare runs=URL` reads the run's result; `resume=false`
 empties the URL's earlier pages; an unknown protocol is one line."""
 import json
+import shutil
 
 import pytest
 
@@ -38,8 +39,6 @@ def runs(tmp_path_factory):
                "journal": sorted(p.name for p in (mount / "run" / JOURNAL_DIR).iterdir())}
     mirror = mirror_of(url, root / "mirrors")
     assert (mirror / "pages").is_dir()
-    import shutil
-
     shutil.rmtree(mirror)  # the next sitting has only what the URL holds
     resumed = treedec(*args, f"out={url}", env=env)
     return {"root": root, "url": url, "mount": mount, "env": env, "args": args, "at_kill": at_kill,

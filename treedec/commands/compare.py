@@ -74,8 +74,7 @@ def _readable(root: str) -> Path:
 
         from treedec.run.remote import RemoteOut
 
-        return RemoteOut(root, tempfile.mkdtemp(prefix="treedec-compare-")).pull_results(
-            tempfile.mkdtemp(prefix="treedec-compare-"))
+        return RemoteOut(root, tempfile.mkdtemp(prefix="treedec-compare-")).pull_results()
     if not Path(root).is_dir():
         raise UserError(f"runs: {root!r} is not a folder")
     return Path(root)

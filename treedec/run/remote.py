@@ -25,7 +25,8 @@ from urllib.parse import quote
 from treedec.errors import UserError
 
 JOURNAL_DIR = "resume/done"  # at the URL: one object a page (the mirror's resume/done.jsonl, line by line)
-RESTARTED = ("pages", "documents", "resume", "summary.json")  # what a sitting reads back or a fresh start removes
+RESTARTED = ("pages", "documents", "resume", "summary.json")
+PAGE_FILES = (".md", ".omnidocbench.json", ".json")  # a page's files, its figures last (what `run` writes of it)  # what a sitting reads back or a fresh start removes
 
 
 def is_url(out: str | Path) -> bool:
@@ -66,11 +67,13 @@ class RemoteOut:
             return 0
         entries = self._journal()
         files = ["resume/fingerprint.json", "summary.json",
-                 *(f"pages/{name}{ext}" for name in entries for ext in (".json", ".md", ".omnidocbench.json"))]
+                 *(f"pages/{name}{ext}" for name in entries for ext in PAGE_FILES)]
         for rel in files:
-            if self.fs.exists(self._remote(rel)):
-                (self.mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.mirror / rel).parent.mkdir(parents=True, exist_ok=True)
+            try:
                 self.fs.get_file(self._remote(rel), str(self.mirror / rel))
+            except FileNotFoundError:  # none there yet (a page whose file is gone is not kept: resume.journal)
+                continue
         if entries:
             (self.mirror / "resume").mkdir(parents=True, exist_ok=True)
             (self.mirror / "resume" / "done.jsonl").write_text(
@@ -104,7 +107,7 @@ class RemoteOut:
         fingerprint = self.mirror / "resume" / "fingerprint.json"
         if fingerprint.is_file():
             self._put(fingerprint, "resume/fingerprint.json")
-        for ext in (".md", ".omnidocbench.json", ".json"):
+        for ext in PAGE_FILES:
             local = self.mirror / "pages" / f"{name}{ext}"
             if local.is_file():
                 self._put(local, f"pages/{name}{ext}")
@@ -118,15 +121,14 @@ class RemoteOut:
             if rel != "resume/done.jsonl" and not local.name.endswith(".tmp"):
                 self._put(local, rel)
 
-    def pull_results(self, into: str | Path) -> Path:
+    def pull_results(self) -> Path:
         """Every job's result.json under the URL (the results store's files, what `compare` reads)
-        copied into `into`, in the same folders."""
-        into = Path(into)
+        copied into the mirror, in the same folders; the mirror."""
         for path in self.fs.glob(self._remote("**/result.json")):
-            local = into / Path(path).relative_to(self.root.rstrip("/") or "/")
+            local = self.mirror / Path(path).relative_to(self.root.rstrip("/") or "/")
             local.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(path, str(local))
-        return into
+        return self.mirror
 
     def _put(self, local: Path, rel: str) -> None:
         stat = local.stat()
